@@ -1,0 +1,5 @@
+import sys
+
+from gapbench.cli import main
+
+sys.exit(main())
