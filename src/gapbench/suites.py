@@ -1,0 +1,65 @@
+"""Named suites as data: which workload presets a suite runs, per device class.
+
+A suite entry is "workload:preset", or a dict {"cpu": "workload:preset", "accelerator": "workload:preset"}
+when the sensible size depends on the device class. Entries whose workload is not installed are skipped
+with a note (for example the model workloads without `gapbench[models]` still run and report `unsupported`).
+"""
+
+from __future__ import annotations
+
+from gapbench.errors import GapbenchError
+
+SUITES: dict[str, dict] = {
+    "quick": {
+        "description": "GEMM and memory bandwidth, small: a first look in about a minute on a laptop CPU",
+        "entries": ["gemm:quick", "membw:quick"],
+    },
+    "standard": {
+        "description": "every micro-benchmark at full size, the model workloads sized for the device, the parity probes",
+        "entries": [
+            "gemm:standard",
+            "membw:standard",
+            {"cpu": "llm-train:tiny", "accelerator": "llm-train:llama2-7b"},
+            {"cpu": "diffusion-infer:tiny", "accelerator": "diffusion-infer:sdxl"},
+            {"cpu": "bert-finetune:tiny", "accelerator": "bert-finetune:bert-large-128"},
+            "sparse:tiny",
+            "dynamic-shapes:tiny",
+            "amp-train:tiny",
+        ],
+    },
+    "article": {
+        "description": "the rows of the published MI300X-vs-H100 table: Llama-2-70B training (slice), SDXL, BERT-large, FP8 GEMM, memory bandwidth",
+        "entries": [
+            "llm-train:llama2-70b-slice",
+            "diffusion-infer:sdxl",
+            "bert-finetune:bert-large-128",
+            "gemm:fp8",
+            "membw:standard",
+        ],
+    },
+    "collectives": {
+        "description": "all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send/recv over a size sweep",
+        "entries": [{"cpu": "collective:tiny", "accelerator": "collective:standard"}],
+    },
+    "parity": {
+        "description": "the known weak spots: sparse, dynamic shapes, mixed-precision training",
+        "entries": ["sparse:standard", "dynamic-shapes:standard", "amp-train:standard"],
+    },
+}
+
+
+def names() -> list[str]:
+    return list(SUITES)
+
+
+def entries(suite: str, device_type: str) -> list[tuple[str, str | None]]:
+    """The (workload, preset) pairs of a suite for a device type ('cpu', 'cuda', …)."""
+    if suite not in SUITES:
+        raise GapbenchError(f"unknown suite {suite!r}; known: {', '.join(SUITES)}")
+    cls = "cpu" if device_type == "cpu" else "accelerator"
+    out = []
+    for e in SUITES[suite]["entries"]:
+        spec = e[cls] if isinstance(e, dict) else e
+        name, _, preset = spec.partition(":")
+        out.append((name, preset or None))
+    return out
