@@ -1,0 +1,142 @@
+"""gapbench run: run a suite or chosen workloads and write a results file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from gapbench import runner
+from gapbench.cli._output import err, out, results_table, variant_text
+from gapbench.errors import GapbenchError
+from gapbench.results import Measurement
+
+HELP = "run a suite or chosen workloads on a device and write a results file"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", help="cuda, cuda:1, xpu, npu, mps, cpu (default: the best device found)")
+    p.add_argument("--suite", help="a named suite (see `gapbench list`); default: quick")
+    p.add_argument("--workload", "-w", action="append", default=[], metavar="NAME[:PRESET]",
+                   help="a workload to run, optionally with its preset (repeatable)")
+    p.add_argument("--workload-file", action="append", default=[], metavar="PATH",
+                   help="a Python file defining Workload classes (repeatable)")
+    p.add_argument("--output", "-o", help="results file (default: gapbench-<device>-<time>.json)")
+    p.add_argument("--resume", metavar="RESULTS.json", help="finish an interrupted run without redoing finished work")
+    p.add_argument("--budget", type=float, metavar="SECONDS", help="wall-time budget for the whole run")
+    p.add_argument("--variant-budget", type=float, metavar="SECONDS",
+                   help="budget per variant (default 10 s for the quick suite, 60 s otherwise)")
+    p.add_argument("--timeout", type=float, metavar="SECONDS",
+                   help="hard time limit per variant before its worker is killed (default 3×budget + 30 s)")
+    p.add_argument("--min-time", type=float, default=None, metavar="SECONDS",
+                   help="minimum measured time per repeat (default 0.1)")
+    p.add_argument("--repeats", type=int, default=None, help="repeats per variant (default 7)")
+    p.add_argument("--threads", type=int, help="CPU threads for the workloads (torch.set_num_threads)")
+    p.add_argument("--memory-limit", type=float, metavar="GIB",
+                   help="address-space limit of each CPU worker (default 85%% of RAM); exceeding it is `oom`")
+    p.add_argument("--dtype", help="precision override: fp32, tf32, bf16, fp16, fp8, int8 (comma list for gemm)")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model workloads")
+    p.add_argument("--attention", help="attention backend for model workloads: sdpa, eager, flash, efficient, math")
+    p.add_argument("--batch-size", help="batch size for model workloads: a number or 'auto'")
+    p.add_argument("--steps", type=int, help="denoising steps for diffusion workloads")
+    p.add_argument("--flush-cache", action="store_true", help="flush the last-level cache before each GEMM call")
+    p.add_argument("--label", help="platform name used by compare/report (default: the device product)")
+    p.add_argument("--no-history", action="store_true", help="do not record the run in the history database")
+    p.add_argument("--json", action="store_true", help="print the results file to stdout instead of a table")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+
+
+class _ProgressReporter(runner.Reporter):
+    def __init__(self, progress: Progress | None):
+        self.p = progress
+        self.task = None
+
+    def workload_started(self, name, preset):
+        if self.p:
+            if self.task is not None:
+                self.p.remove_task(self.task)
+            self.task = self.p.add_task(f"{name}:{preset or 'default'}", total=None)
+
+    def variants_known(self, name, todo, total):
+        if self.p and self.task is not None:
+            self.p.update(self.task, total=todo, completed=0)
+
+    def variant_started(self, name, params):
+        if self.p and self.task is not None:
+            self.p.update(self.task, description=f"{name} {variant_text(params)}"[:60])
+
+    def variant_done(self, m: Measurement):
+        if self.p and self.task is not None:
+            self.p.advance(self.task)
+        if not m.ok and self.p:
+            self.p.console.print(f"  [dim]{m.workload} {variant_text(m.variant)}: {m.status}: {m.reason}[/]")
+
+    def note(self, text):
+        err.print(text)
+
+
+def _options(args) -> dict:
+    opts = {}
+    if args.dtype:
+        opts["dtype"] = args.dtype.split(",") if "," in args.dtype else args.dtype
+    if args.compile:
+        opts["compile"] = True
+    if args.attention:
+        opts["attention"] = args.attention
+    if args.batch_size:
+        if args.batch_size != "auto":
+            try:
+                int(args.batch_size)
+            except ValueError:
+                raise GapbenchError(f"--batch-size must be a number or 'auto', not {args.batch_size!r}") from None
+        opts["batch_size"] = args.batch_size if args.batch_size == "auto" else int(args.batch_size)
+    if args.steps:
+        opts["steps"] = args.steps
+    if args.flush_cache:
+        opts["flush_cache"] = True
+    return opts
+
+
+def main(args) -> int:
+    if args.resume and (args.workload or args.suite or args.workload_file):
+        raise GapbenchError("--resume continues the run recorded in the file; do not combine it with "
+                            "--suite/--workload/--workload-file")
+    for name in ("budget", "variant_budget", "timeout", "min_time", "memory_limit"):
+        v = getattr(args, name)
+        if v is not None and v <= 0:
+            raise GapbenchError(f"--{name.replace('_', '-')} must be positive")
+    plan = None
+    if not args.resume:
+        suite = args.suite
+        plan = runner.build_plan(
+            device=args.device, suite=suite, workload_specs=args.workload, workload_files=args.workload_file,
+            options=_options(args), budget_s=args.budget,
+            variant_budget_s=args.variant_budget or (10.0 if (suite or "quick") == "quick" and not args.workload
+                                                      else 60.0),
+            timeout_s=args.timeout, min_time_s=args.min_time or 0.1, repeats=args.repeats or 7,
+            threads=args.threads, label=args.label,
+            memory_limit_bytes=int(args.memory_limit * 2**30) if args.memory_limit else None,
+        )
+    show = not args.quiet and not args.json and err.is_terminal
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        console=err, transient=True) if show else None
+    reporter = _ProgressReporter(progress)
+    try:
+        if progress:
+            with progress:
+                rs = runner.run_suite(plan, output=args.output, resume=args.resume, reporter=reporter,
+                                      history=not args.no_history)
+        else:
+            rs = runner.run_suite(plan, output=args.output, resume=args.resume, reporter=reporter,
+                                  history=not args.no_history)
+    except runner.Interrupted as e:
+        err.print(f"gapbench: {e}")
+        return 130
+    if args.json:
+        print(json.dumps(rs.to_dict(), indent=1))
+    else:
+        out.print(results_table(rs))
+        bad = sum(1 for m in rs.measurements if not m.ok)
+        out.print(f"{len(rs.measurements)} measurement(s), {bad} not ok · results: {rs.path}")
+    return 0

@@ -1,0 +1,275 @@
+"""Dense matrix multiply at every precision: fp32, tf32, bf16, fp16, fp8 (e4m3), int8.
+
+FLOPs per call = 2·M·N·K (int8 counts integer multiply-adds the same way). Inputs are random-normal
+(speed and power depend on the data). Every variant checks a sample of its output against a float64
+reference computed from the same (rounded) inputs.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from gapbench.measure import TooSlow, time_fn
+from gapbench.results import Measurement
+from gapbench.workloads.base import Context, Variant, Workload
+
+DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+
+# relative tolerance against sum_k |a_ik·b_kj| (the magnitude the rounding errors scale with)
+TOLERANCE = {"fp32": 1e-5, "tf32": 4e-3, "bf16": 1.6e-2, "fp16": 2e-3, "fp8": 1.6e-2, "int8": 0.0}
+
+_SQUARE = (1024, 2048, 4096, 8192)
+# shapes from transformer training: (tokens, out, in) of QKV/MLP projections at hidden 4096/8192
+_LLM = ((16384, 4096, 4096), (16384, 11008, 4096), (16384, 4096, 11008), (8192, 8192, 8192),
+        (16384, 28672, 8192), (16384, 8192, 28672))
+_SWEEP_CPU = tuple((s, s, s) for s in (256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096)) + (
+    (2048, 2048, 512), (4096, 1024, 1024), (1024, 4096, 1024))
+_SWEEP_ACCEL = tuple((s, s, s) for s in (2048, 3072, 4096, 5120, 6144, 8192, 10240, 12288, 16384)) + (
+    (8192, 8192, 16384), (16384, 16384, 8192), (32768, 8192, 8192))
+
+
+class Gemm(Workload):
+    name = "gemm"
+    category = "micro"
+    unit = "TFLOP/s"
+    unit_help = "2·M·N·K floating-point (or int8 multiply-add) operations per call, per second, ×1e-12"
+    description = "dense matmul per precision: standard shapes and a sweep for the max achievable rate"
+    presets = {
+        "quick": "one 1024³ (CPU) / 4096³ (accelerator) matmul per dtype, and an fp32/bf16 sweep",
+        "standard": "square 1024³…8192³ and LLM projection shapes per dtype, plus a sweep per dtype",
+        "fp8": "fp8 (e4m3) only: standard shapes and the sweep (the article's FP8 GEMM row)",
+        "sweep": "only the max-achievable sweep, every dtype",
+        "tiny": "one 256³ matmul per dtype (tests)",
+    }
+    default_preset = "quick"
+
+    def variants(self, preset: str, ctx: Context) -> list[Variant]:
+        accel = not ctx.device.is_cpu
+        dtypes = _dtypes(ctx)
+        if preset == "tiny":
+            shapes, sweep = [(256, 256, 256)], []
+        elif preset == "quick":
+            shapes = [(4096, 4096, 4096)] if accel else [(1024, 1024, 1024)]
+            sweep = [d for d in ("fp32", "bf16") if d in dtypes]
+        elif preset == "standard":
+            shapes = list(_SQUARE) if accel else [(s, s, s) for s in (512, 1024, 2048)]
+            shapes = [(s, s, s) if isinstance(s, int) else s for s in shapes] + (list(_LLM) if accel else [])
+            sweep = list(dtypes)
+        elif preset == "fp8":
+            dtypes = ["fp8"]
+            shapes = [(s, s, s) for s in _SQUARE] + list(_LLM) if accel else [(1024, 1024, 1024)]
+            sweep = ["fp8"]
+        elif preset == "sweep":
+            shapes, sweep = [], list(dtypes)
+        else:
+            raise ValueError(f"unknown preset {preset!r}")
+        out = [_variant(d, m, n, k) for d in dtypes for (m, n, k) in shapes]
+        out += [Variant({"dtype": d, "sweep": "max"}) for d in sweep]
+        return out
+
+    def run(self, variant: Variant, ctx: Context) -> Measurement:
+        dtype = variant.params["dtype"]
+        why = unsupported_reason(dtype, ctx)
+        if why:
+            return self.failed(variant, ctx, "unsupported", why)
+        if variant.params.get("sweep"):
+            return self._sweep(variant, ctx)
+        m, n, k = variant.params["m"], variant.params["n"], variant.params["k"]
+        with _precision(dtype):
+            op = _make_op(dtype, m, n, k, ctx.device.torch_device)
+            try:  # timing first: its probe iteration guards the budget before anything slow runs
+                timing = time_fn(op, ctx.device, budget_s=ctx.budget_s, min_time_s=ctx.min_time_s,
+                                 repeats=ctx.repeats, flush_cache=bool(ctx.options.get("flush_cache")))
+            except TooSlow as e:
+                return self.too_slow(variant, ctx, e.estimate_s, variant.flops, 1e-12)
+            err = op.check()
+            if err is not None:
+                return self.failed(variant, ctx, "wrong_result", err)
+        return self.throughput(variant, ctx, timing, variant.flops, 1e-12)
+
+    def _sweep(self, variant: Variant, ctx: Context) -> Measurement:
+        """Time each sweep shape briefly, then the best one fully; report the best shape's rate."""
+        dtype = variant.params["dtype"]
+        shapes = _SWEEP_CPU if ctx.device.is_cpu else _SWEEP_ACCEL
+        share = ctx.budget_s * 0.6 / len(shapes)
+        tried = []
+        with _precision(dtype):
+            for (m, n, k) in shapes:
+                if not _fits(dtype, m, n, k, ctx):
+                    continue
+                op = _make_op(dtype, m, n, k, ctx.device.torch_device)
+                try:
+                    t = time_fn(op, ctx.device, budget_s=share, min_time_s=min(ctx.min_time_s, share / 8),
+                                repeats=3, measure_energy=False)
+                except TooSlow:
+                    del op
+                    break  # bigger shapes will not fit either
+                tried.append({"m": m, "n": n, "k": k, "tflops": 2 * m * n * k / t.median_s * 1e-12})
+                del op
+            if not tried:
+                return self.failed(variant, ctx, "too_slow", f"even the smallest sweep shape does not fit a "
+                                   f"{share:.2g} s share of the {ctx.budget_s:.0f} s budget")
+            best = max(tried, key=lambda r: r["tflops"])
+            m, n, k = best["m"], best["n"], best["k"]
+            op = _make_op(dtype, m, n, k, ctx.device.torch_device)
+            try:
+                timing = time_fn(op, ctx.device, budget_s=ctx.budget_s * 0.35, min_time_s=ctx.min_time_s,
+                                 repeats=ctx.repeats)
+            except TooSlow as e:
+                return self.too_slow(variant, ctx, e.estimate_s, 2 * m * n * k, 1e-12)
+            err = op.check()
+            if err is not None:
+                return self.failed(variant, ctx, "wrong_result", f"best shape {m}x{n}x{k}: {err}")
+        flops = 2.0 * m * n * k
+        v = Variant(variant.params, flops=flops, bytes=_bytes(dtype, m, n, k))
+        return self.throughput(v, ctx, timing, flops, 1e-12,
+                               metrics={"best_m": m, "best_n": n, "best_k": k, "sweep": tried})
+
+
+def _variant(dtype: str, m: int, n: int, k: int) -> Variant:
+    return Variant({"dtype": dtype, "m": m, "n": n, "k": k}, flops=2.0 * m * n * k, bytes=_bytes(dtype, m, n, k))
+
+
+def _bytes(dtype: str, m: int, n: int, k: int) -> float:
+    """Bytes of A, B read and C written once (the roofline's compulsory traffic)."""
+    size_in = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}[dtype]
+    size_out = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 2, "int8": 4}[dtype]
+    return float((m * k + k * n) * size_in + m * n * size_out)
+
+
+def _dtypes(ctx: Context) -> list[str]:
+    asked = ctx.options.get("dtype")
+    if not asked:
+        return list(DTYPES)
+    asked = [asked] if isinstance(asked, str) else list(asked)
+    return [d for d in DTYPES if d in asked]
+
+
+def _fits(dtype: str, m: int, n: int, k: int, ctx: Context) -> bool:
+    need = _bytes(dtype, m, n, k) * 2 + 64 * 2**20
+    return need < ctx.device.free_memory() * 0.8
+
+
+class _precision:
+    """Context manager: TF32 on for the tf32 variant only, restored afterwards."""
+
+    def __init__(self, dtype: str):
+        self.on = dtype == "tf32"
+
+    def __enter__(self):
+        self.prev = torch.get_float32_matmul_precision()
+        self.prev_cuda = torch.backends.cuda.matmul.allow_tf32
+        torch.set_float32_matmul_precision("high" if self.on else "highest")
+        torch.backends.cuda.matmul.allow_tf32 = self.on
+        return self
+
+    def __exit__(self, *exc):
+        torch.set_float32_matmul_precision(self.prev)
+        torch.backends.cuda.matmul.allow_tf32 = self.prev_cuda
+        return False
+
+
+def fp8_dtype(ctx_or_device) -> torch.dtype:
+    """e4m3fn, or the e4m3fnuz variant on MI300-class gfx942 (its fp8 units use the fnuz encoding)."""
+    dev = getattr(ctx_or_device, "device", ctx_or_device)
+    if dev.is_rocm:
+        arch = torch.cuda.get_device_properties(dev.index).gcnArchName or ""
+        if arch.startswith("gfx942"):
+            return torch.float8_e4m3fnuz
+    return torch.float8_e4m3fn
+
+
+def unsupported_reason(dtype: str, ctx: Context) -> str:
+    """Why this device cannot run the dtype at all ('' when it can: a tiny matmul ran)."""
+    dev = ctx.device
+    if dtype == "tf32" and (dev.is_cpu or dev.type == "mps"):
+        return "TF32 is a tensor-core input format; this device has no TF32 path (fp32 runs instead)"
+    if dtype == "tf32" and dev.type == "cuda" and not dev.is_rocm and torch.cuda.get_device_capability(dev.index)[0] < 8:
+        return "TF32 needs sm_80 or newer"
+    if dtype == "fp8" and not hasattr(torch, "_scaled_mm"):
+        return f"torch {torch.__version__} has no torch._scaled_mm"
+    if dtype == "int8" and not hasattr(torch, "_int_mm"):
+        return f"torch {torch.__version__} has no torch._int_mm"
+    try:
+        op = _make_op(dtype, 32, 32, 32, dev.torch_device)
+        op()
+        dev.synchronize()
+    except (RuntimeError, NotImplementedError, TypeError) as e:
+        msg = " ".join(str(e).split())[:200]
+        return f"{dtype} matmul is not available on {dev.type}: {msg}"
+    return ""
+
+
+class _Op:
+    """One prepared matmul: call it to run, check() to compare a sample of rows with float64."""
+
+    def __init__(self, fn, a, b, ref_a, ref_b, tol, out_fn):
+        self.fn, self.a, self.b = fn, a, b
+        self.ref_a, self.ref_b, self.tol, self.out_fn = ref_a, ref_b, tol, out_fn
+
+    def __call__(self):
+        return self.fn()
+
+    def check(self) -> str | None:
+        out = self.out_fn(self.fn())
+        m = out.shape[0]
+        g = torch.Generator().manual_seed(0)
+        rows = torch.randperm(m, generator=g)[: min(m, 64)]
+        a = self.ref_a(rows)  # float64, CPU, the rounded inputs the device saw
+        b = self.ref_b()
+        ref = a @ b
+        scale = a.abs() @ b.abs()
+        got = out[rows.to(out.device)].to("cpu", torch.float64)
+        if not torch.isfinite(got).all():
+            return "output has non-finite values"
+        err = ((got - ref).abs() / scale.clamp_min(1e-30)).max().item()
+        if err > self.tol:
+            return f"max relative error {err:.3g} exceeds tolerance {self.tol:g}"
+        return None
+
+
+def _make_op(dtype: str, m: int, n: int, k: int, device: torch.device) -> _Op:
+    g = torch.Generator(device="cpu").manual_seed(1234)
+    tol = TOLERANCE[dtype]
+    if dtype in ("fp32", "tf32", "bf16", "fp16"):
+        td = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+        a = torch.randn(m, k, generator=g).to(device=device, dtype=td)
+        b = torch.randn(k, n, generator=g).to(device=device, dtype=td)
+        c = torch.empty(m, n, device=device, dtype=td)
+
+        def fn():
+            return torch.mm(a, b, out=c)
+
+        return _Op(fn, a, b, lambda rows: a[rows.to(device)].to("cpu", torch.float64),
+                   lambda: b.to("cpu", torch.float64), tol, lambda o: o)
+    if dtype == "int8":
+        a = torch.randint(-128, 128, (m, k), generator=g, dtype=torch.int8).to(device)
+        b = torch.randint(-128, 128, (k, n), generator=g, dtype=torch.int8).to(device)
+
+        def fn():
+            return torch._int_mm(a, b)
+
+        return _Op(fn, a, b, lambda rows: a[rows.to(device)].to("cpu", torch.float64),
+                   lambda: b.to("cpu", torch.float64), tol, lambda o: o)
+    if dtype == "fp8":
+        dev = _device_of(device)
+        f8 = fp8_dtype(dev)
+        # N(0,1) inputs scaled by 1/4 stay well inside e4m3's range (max 448; 240 for fnuz)
+        a = (torch.randn(m, k, generator=g) * 0.25).to(f8).to(device)
+        bt = (torch.randn(n, k, generator=g) * 0.25).to(f8).to(device)
+        b = bt.t()  # column-major, as _scaled_mm requires
+        sa = torch.tensor(4.0, device=device)
+        sb = torch.tensor(4.0, device=device)
+
+        def fn():
+            return torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+
+        return _Op(fn, a, b, lambda rows: a[rows.to(device)].to("cpu", torch.float64) * 4.0,
+                   lambda: b.to("cpu", torch.float64) * 4.0, tol, lambda o: o)
+    raise ValueError(f"unknown dtype {dtype!r}")
+
+
+def _device_of(device: torch.device):
+    from gapbench.devices import Device
+
+    return Device(device.type, device.index or 0)
