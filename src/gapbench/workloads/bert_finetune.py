@@ -1,0 +1,162 @@
+"""BERT fine-tuning: BERT-large sequence classification (transformers, random weights) on synthetic labelled
+batches with AdamW; one iteration is a full step (forward, backward, optimizer). Value: samples/s.
+
+FLOPs per step = b·s·(6·N_tok + 12·L·h·s) + b·6·N_seq, with N_tok the encoder's linear weights (applied to
+every token) and N_seq the pooler and classifier weights (applied to the [CLS] token only); docs/models.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from gapbench.results import Measurement
+from gapbench.workloads import _training as tr
+from gapbench.workloads.base import Context, Variant, Workload
+
+BERT_LARGE = dict(vocab_size=30522, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
+                  intermediate_size=4096, max_position_embeddings=512, type_vocab_size=2, num_labels=2)
+TINY = dict(vocab_size=1024, hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
+            max_position_embeddings=128, type_vocab_size=2, num_labels=2)
+
+
+@dataclass(frozen=True)
+class BertPreset:
+    description: str
+    config: dict  # BertConfig keyword arguments
+    seq_len: int
+    batch_size: int
+    lr: float
+
+
+PRESETS: dict[str, BertPreset] = {
+    "tiny": BertPreset("2 layers, hidden 128, 2 heads, seq 64, batch 8 (seconds on a CPU)", TINY, 64, 8, 1e-3),
+    "bert-large-128": BertPreset("BERT-large (24 layers, hidden 1024, 16 heads, 335M params), seq 128, batch 32",
+                                 BERT_LARGE, 128, 32, 1e-4),
+    "bert-large-384": BertPreset("BERT-large, seq 384 (SQuAD length), batch 16", BERT_LARGE, 384, 16, 1e-4),
+}
+
+
+def bert_params(cfg: dict) -> tuple[int, int, int]:
+    """(total parameters, linear weights applied per token, linear weights applied per sequence)."""
+    h, i, n_layers = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]
+    labels = cfg.get("num_labels", 2)
+    embeddings = (cfg["vocab_size"] + cfg["max_position_embeddings"] + cfg["type_vocab_size"]) * h + 2 * h
+    layer = 4 * (h * h + h) + 2 * h + (h * i + i) + (i * h + h) + 2 * h  # attention, LN, FFN, LN
+    head = (h * h + h) + (h * labels + labels)  # pooler, classifier
+    total = embeddings + n_layers * layer + head
+    per_token = n_layers * (4 * h * h + 2 * h * i)
+    per_sequence = h * h + h * labels
+    return total, per_token, per_sequence
+
+
+def bert_train_flops(cfg: dict, batch: int, seq: int) -> float:
+    _, per_token, per_sequence = bert_params(cfg)
+    per_tok = tr.train_flops_per_token(per_token, cfg["num_hidden_layers"], cfg["hidden_size"], seq)
+    return batch * seq * per_tok + batch * 6.0 * per_sequence
+
+
+def synthetic_batch(batch: int, seq: int, vocab: int, device: torch.device | str,
+                    generator: torch.Generator | None = None) -> dict:
+    """Random token ids; the label is whether the first token after [CLS] is in the upper half of the vocab."""
+    where = "cpu" if generator is not None else device
+    ids = torch.randint(1, vocab, (batch, seq), generator=generator, device=where)
+    labels = (ids[:, 1] >= vocab // 2).long()
+    return {"input_ids": ids.to(device), "attention_mask": torch.ones_like(ids).to(device),
+            "token_type_ids": torch.zeros_like(ids).to(device), "labels": labels.to(device)}
+
+
+def build_bert(cfg: dict, attention: str, device: torch.device, dtype: torch.dtype = torch.float32):
+    from transformers import BertConfig, BertForSequenceClassification
+
+    config = BertConfig(**cfg, attn_implementation=attention)
+    with torch.device(device), tr.creating_dtype(dtype):
+        return BertForSequenceClassification(config)
+
+
+class BertFinetune(Workload):
+    name = "bert-finetune"
+    category = "model"
+    unit = "samples/s"
+    unit_help = "labelled sequences per second; one step = forward + backward + AdamW"
+    description = "BERT-large sequence-classification fine-tuning step (transformers, random weights)"
+    presets = {k: p.description for k, p in PRESETS.items()}
+    default_preset = "tiny"
+
+    def variants(self, preset: str, ctx: Context) -> list[Variant]:
+        p = _preset(preset)
+        precision = tr.choose_precision(ctx.device, ctx.options)
+        tr.attention_choice(ctx.options)
+        batch = tr.batch_option(ctx.options, p.batch_size)
+        params = {"model": preset, "layers": p.config["num_hidden_layers"], "hidden": p.config["hidden_size"],
+                  "seq_len": p.seq_len, "batch_size": batch, "dtype": precision.dtype, "weights": precision.weights,
+                  "attention": ctx.options.get("attention") or "sdpa", "compile": bool(ctx.options.get("compile"))}
+        flops = None if batch == "auto" else bert_train_flops(p.config, batch, p.seq_len)
+        return [Variant(params, flops=flops)]
+
+    def run(self, variant: Variant, ctx: Context) -> Measurement:
+        missing = tr.missing_dependency("transformers")
+        if missing:
+            return self.failed(variant, ctx, "unsupported", missing)
+        p = _preset(ctx.preset)
+        prm = variant.params
+        precision = tr.Precision(prm["dtype"], prm["weights"], "variant")
+        why = tr.precision_unsupported(ctx.device, precision)
+        if why:
+            return self.failed(variant, ctx, "unsupported", why)
+        attn_impl, backends = tr.attention_choice({"attention": prm["attention"]})
+        cfg, seq, dev = p.config, p.seq_len, ctx.device.torch_device
+        total, per_token, per_sequence = bert_params(cfg)
+        act = tr.activation_bytes_per_sample(seq, cfg["hidden_size"], cfg["num_hidden_layers"],
+                                             cfg["num_attention_heads"], 2 if precision.dtype != "fp32" else 4)
+        states = total * (precision.weight_dtype.itemsize * 4 + (2 if precision.autocast else 0))
+        short = tr.host_memory_shortfall(states + act * (1 if prm["batch_size"] == "auto" else prm["batch_size"]),
+                                         ctx.device)
+        if short:
+            return self.failed(variant, ctx, "oom", short)
+
+        gen = torch.Generator().manual_seed(1234)
+        batches: dict[int, dict] = {}
+
+        def make_batch(b: int) -> dict:
+            if b not in batches:
+                batches.clear()
+                batches[b] = synthetic_batch(b, seq, cfg["vocab_size"], dev, gen)
+            return batches[b]
+
+        job = tr.TrainingJob(
+            build_model=lambda: build_bert(cfg, attn_impl, dev, precision.weight_dtype),
+            make_batch=make_batch,
+            flops_per_step=lambda b: bert_train_flops(cfg, b, seq),
+            work_per_step=lambda b: b,
+            batch_size=prm["batch_size"],
+            auto_ceiling=lambda: tr.auto_batch_ceiling(act, states, ctx.device),
+            precision=precision, lr=p.lr, sdpa_backends=backends, compile=prm["compile"],
+            metrics={"params": total, "matmul_params_per_token": per_token,
+                     "matmul_params_per_sequence": per_sequence, "tokens_per_sequence": seq})
+        try:
+            return tr.measure_training(self, variant, ctx, job)
+        except RuntimeError as e:
+            if tr.is_unavailable_kernel(e):
+                return self.failed(variant, ctx, "unsupported", f"attention {prm['attention']}: {e}")
+            raise
+
+    def build_step(self, preset: str, device: torch.device) -> Callable[[], None]:
+        """One forward+backward of the preset's model and batch, every tensor created on `device`."""
+        p = _preset(preset)
+        model = build_bert(p.config, "sdpa", torch.device(device))
+        model.train()
+        batch = synthetic_batch(p.batch_size, p.seq_len, p.config["vocab_size"], device)
+
+        def step() -> None:
+            model(**batch).loss.backward()
+
+        return step
+
+
+def _preset(name: str) -> BertPreset:
+    if name not in PRESETS:
+        raise ValueError(f"unknown bert-finetune preset {name!r}; known: {', '.join(PRESETS)}")
+    return PRESETS[name]
