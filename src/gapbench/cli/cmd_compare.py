@@ -1,0 +1,43 @@
+"""gapbench compare: line up results files (and published references) into a gap table."""
+
+from __future__ import annotations
+
+import sys
+
+from gapbench.cli._output import err, out
+from gapbench.compare import compare, parse_prices
+from gapbench.report import render
+from gapbench.report.text import terminal_renderables
+
+HELP = "gap table between results files (and published references), with uncertainty and % of peak"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("files", nargs="*", metavar="FILE", help="results files written by `gapbench run`")
+    p.add_argument("--baseline", metavar="FILE|NAME", help="the input the gaps are measured against "
+                   "(default: the first file, or the reference when --ref is given)")
+    p.add_argument("--label", action="append", default=[], metavar="NAME",
+                   help="name the inputs in order (repeatable; default: the run's label or device product)")
+    p.add_argument("--ref", action="append", default=[], metavar="NAME",
+                   help="add published reference results as a platform (see `gapbench specs --refs`)")
+    p.add_argument("--format", choices=("terminal", "md", "csv", "json"), default="terminal")
+    p.add_argument("--json", action="store_true", help="same as --format json")
+    p.add_argument("--price", action="append", default=[], metavar="NAME=USD_PER_HOUR",
+                   help="price per device-hour for throughput per dollar (NAME: label, platform name or file stem)")
+
+
+def main(args) -> int:
+    comp = compare(args.files, baseline=args.baseline, labels=args.label, refs=args.ref,
+                   prices=parse_prices(args.price))
+    fmt = "json" if args.json else args.format
+    if fmt == "terminal":
+        for w in comp.warnings:
+            err.print(f"[yellow]warning:[/] {w}", markup=True, highlight=False)
+        comp.warnings = []
+        for r in terminal_renderables(comp):
+            out.print(r)
+        return 0
+    for w in comp.warnings:
+        print(f"gapbench: warning: {w}", file=sys.stderr)
+    sys.stdout.write(render(None, format=fmt, comparison=comp))
+    return 0

@@ -1,0 +1,48 @@
+"""gapbench report: one self-contained HTML page (or Markdown/CSV/JSON) from results files."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from gapbench.compare import compare, parse_prices
+from gapbench.errors import GapbenchError
+from gapbench.report import render
+
+HELP = "write a self-contained HTML report (gap table, plots, roofline, environments, failures)"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("files", nargs="+", metavar="FILE", help="results files written by `gapbench run`")
+    p.add_argument("-o", "--output", default="gapbench-report.html", help="where to write (default: %(default)s; "
+                   "'-' for stdout)")
+    p.add_argument("--format", choices=("html", "md", "csv", "json"), default=None,
+                   help="default: from the output's extension (.md, .csv, .json), else html")
+    p.add_argument("--baseline", metavar="FILE|NAME")
+    p.add_argument("--label", action="append", default=[], metavar="NAME")
+    p.add_argument("--ref", action="append", default=[], metavar="NAME")
+    p.add_argument("--price", action="append", default=[], metavar="NAME=USD_PER_HOUR")
+    p.add_argument("--title", default="gapbench report")
+
+
+def main(args) -> int:
+    fmt = args.format or {".md": "md", ".csv": "csv", ".json": "json"}.get(Path(args.output).suffix.lower(), "html")
+    comp = compare(args.files, baseline=args.baseline, labels=args.label, refs=args.ref,
+                   prices=parse_prices(args.price))
+    for w in comp.warnings:
+        print(f"gapbench: warning: {w}", file=sys.stderr)
+    text = render(None, format=fmt, comparison=comp, title=args.title)
+    if args.output == "-":
+        sys.stdout.write(text)
+        return 0
+    out = Path(args.output)
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = out.with_name(f".{out.name}.tmp")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(out)
+    except OSError as e:
+        raise GapbenchError(f"cannot write {out}: {e.strerror or e}") from None
+    print(f"wrote {out} ({len(text.encode('utf-8')) // 1024 + 1} KiB, {len(comp.rows)} rows, "
+          f"{len(comp.platforms)} platforms)", file=sys.stderr)
+    return 0

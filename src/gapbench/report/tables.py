@@ -1,0 +1,140 @@
+"""The tables every renderer shows, as plain strings: gap table, efficiency, failures, environment."""
+
+from __future__ import annotations
+
+import json
+
+from gapbench.compare import Comparison, fmt_num, fmt_pct, per_unit_text
+
+
+def gap_table(comp: Comparison) -> tuple[list[str], list[list[str]]]:
+    """Headers and rows: workload, unit, bound, one value column per platform (with % of peak), one gap per
+    non-baseline platform, and a published-gap column when a published figure applies."""
+    show_peak = any(c.pct_peak is not None for r in comp.rows for c in r.cells)
+    has_published = any(r.published for r in comp.rows)
+    headers = ["workload", "unit", "bound"]
+    for i, p in enumerate(comp.platforms):
+        headers.append(p.name + (" (baseline)" if i == comp.baseline and len(comp.platforms) > 1 else ""))
+        if show_peak:
+            headers.append("% peak")
+    for i, p in enumerate(comp.platforms):
+        if i != comp.baseline:
+            headers.append(f"gap {p.name}")
+    if has_published:
+        headers.append("published gap")
+    rows = []
+    for r in comp.rows:
+        row = [r.label, r.unit + ("" if r.higher_is_better else " (lower is better)"), r.bound]
+        for c in r.cells:
+            row.append(c.text)
+            if show_peak:
+                row.append(f"{c.pct_peak:.1f}% {'MFU' if c.peak_kind == 'MFU' else ''}".strip()
+                           if c.pct_peak is not None else "—")
+        for i in range(len(comp.platforms)):
+            if i != comp.baseline:
+                row.append(r.gaps[i].text if i in r.gaps else "—")
+        if has_published:
+            row.append("; ".join(f"{comp.platforms[i].name}: {fmt_pct(pg.gap_pct)}" for i, pg in r.published.items())
+                       or "—")
+        rows.append(row)
+    return headers, rows
+
+
+def efficiency_table(comp: Comparison) -> tuple[list[str], list[list[str]]] | None:
+    """Throughput per watt and per dollar, per platform; None when no row is a rate."""
+    rate_rows = [r for r in comp.rows if r.higher_is_better and per_unit_text(r.unit)]
+    if not rate_rows or efficiency_note(comp):
+        return None
+    headers = ["workload"]
+    for p in comp.platforms:
+        headers += [f"{p.name} per W", f"{p.name} per $"]
+    rows = []
+    for r in rate_rows:
+        row = [r.label]
+        for i, c in enumerate(r.cells):
+            p = comp.platforms[i]
+            if c.status != "ok":
+                row += [c.status, c.status]
+                continue
+            row.append(f"{fmt_num(c.per_watt)} {r.unit}/W" if c.per_watt is not None else "not measured")
+            row.append(f"{fmt_num(c.per_dollar)} {per_unit_text(r.unit)}/$" if c.per_dollar is not None
+                       else ("no price (--price)" if p.price_usd_per_hour is None else "n/a"))
+        rows.append(row)
+    return headers, rows
+
+
+def efficiency_note(comp: Comparison) -> str | None:
+    """One line instead of an empty efficiency table: no power measured anywhere and no price known."""
+    any_power = any(c.per_watt is not None for r in comp.rows for c in r.cells)
+    any_price = any(p.price_usd_per_hour for p in comp.platforms)
+    if any_power or any_price:
+        return None
+    return ("Efficiency: throughput per watt not measured (no energy counter was readable on any input: NVML, "
+            "amdsmi or RAPL); throughput per dollar needs a price: --price NAME=USD_PER_HOUR.")
+
+
+def prices_line(comp: Comparison) -> str:
+    parts = []
+    for p in comp.platforms:
+        if p.price_usd_per_hour:
+            parts.append(f"{p.name}: ${p.price_usd_per_hour:.2f}/h ({p.price_source})")
+        else:
+            parts.append(f"{p.name}: no price")
+    return "Prices: " + "; ".join(parts)
+
+
+def failures(comp: Comparison) -> list[tuple[str, str, str, str]]:
+    """(platform, row, status, reason) for every non-ok measurement, including those only one side ran."""
+    out = []
+    for p in comp.platforms:
+        for m in p.result_set.measurements:
+            if not m.ok:
+                label = m.workload + (" " + " ".join(f"{k}={v}" for k, v in m.variant.items()) if m.variant else "")
+                out.append((p.name, label, m.status, m.reason))
+    return out
+
+
+def _flat(d, prefix: str = "") -> dict[str, str]:
+    out: dict[str, str] = {}
+    if isinstance(d, dict):
+        for k, v in d.items():
+            key = f"{prefix}.{k}" if prefix else str(k)
+            if isinstance(v, dict) and v:
+                out.update(_flat(v, key))
+            else:
+                out[key] = _scalar(v)
+    return out
+
+
+def _scalar(v) -> str:
+    if v is None:
+        return "—"
+    if isinstance(v, (list, tuple)):
+        return ", ".join(_scalar(x) for x in v) if all(not isinstance(x, (dict, list)) for x in v) else json.dumps(v)
+    if isinstance(v, dict):
+        return json.dumps(v) if v else "—"
+    s = str(v)
+    return s if len(s) <= 300 else s[:299] + "…"
+
+
+def environment_table(comp: Comparison) -> tuple[list[str], list[list[str]]]:
+    """Host and device identity side by side; keys where the platforms differ come first."""
+    flats = []
+    for p in comp.platforms:
+        rs = p.result_set
+        f = {"run.run_id": rs.run_id, "run.started_at": rs.started_at or "—", "run.suite": rs.suite or "—",
+             "run.gapbench": rs.gapbench_version, "run.complete": str(rs.complete),
+             "spec.matched": (f"{p.spec.key} ({p.spec.name}, confidence {p.spec.confidence})" if p.spec else "none")}
+        f.update(_flat(rs.host, "host"))
+        f.update(_flat(rs.device, "device"))
+        flats.append(f)
+    keys: list[str] = []
+    for f in flats:
+        for k in f:
+            if k not in keys:
+                keys.append(k)
+    differ = [k for k in keys if len({f.get(k, "—") for f in flats}) > 1]
+    same = [k for k in keys if k not in differ]
+    headers = ["field"] + [p.name for p in comp.platforms]
+    rows = [[k] + [f.get(k, "—") for f in flats] for k in differ + same]
+    return headers, rows

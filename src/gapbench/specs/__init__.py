@@ -1,0 +1,389 @@
+"""Accelerator peaks, prices and published reference results: package data (TOML) and the lookups on it.
+
+`peak_tflops(identity, dtype)` and `peak_bandwidth_tbs(identity)` answer for a device identity as
+results files record it (results.ResultSet.device); the CPU's peak is computed from its cores, clock and
+ISA (an estimate, see CPU_FLOPS_PER_CYCLE). Unknown is None, never a guess dressed as a fact.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from importlib import resources
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+from gapbench.errors import GapbenchError
+
+DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+
+_DTYPE_ALIASES = {
+    "float64": "fp64", "double": "fp64", "f64": "fp64",
+    "float32": "fp32", "float": "fp32", "f32": "fp32", "single": "fp32",
+    "tensorfloat32": "tf32",
+    "bfloat16": "bf16",
+    "float16": "fp16", "half": "fp16", "f16": "fp16",
+    "int8": "int8", "i8": "int8", "qint8": "int8",
+}
+
+
+def normalize_dtype(name: object) -> str | None:
+    """'bfloat16', 'torch.float16', 'float8_e4m3fn', 'fp8_e5m2', 'FP32' -> 'bf16', 'fp16', 'fp8', 'fp8', 'fp32'."""
+    if name is None:
+        return None
+    s = str(name).strip().lower().removeprefix("torch.")
+    if s in DTYPES:
+        return s
+    if s in _DTYPE_ALIASES:
+        return _DTYPE_ALIASES[s]
+    if s.startswith(("float8", "fp8", "e4m3", "e5m2")):
+        return "fp8"
+    return None
+
+
+# ---- the CPU: peak = physical cores x clock x FLOPs per cycle per core ------------------------------------
+# FLOPs per cycle per core for each ISA feature, assuming two vector FMA pipes of the feature's full width
+# (an FMA counts 2 FLOPs). First row whose flag the CPU has wins, per dtype. This is an upper-bound ESTIMATE:
+# parts with one 512-bit FMA pipe, or that split 512-bit ops in two (AMD Zen 4), reach half the AVX-512 row;
+# the clock used is the maximum the OS reports, which all-core AVX-512 work rarely sustains.
+#   AVX-512: 2 pipes x 16 fp32 lanes x 2 = 64 fp32 (32 fp64). AVX2+FMA: 2 x 8 x 2 = 32 fp32 (16 fp64).
+#   AVX without FMA: one add + one mul pipe of 8 fp32 = 16 fp32 (8 fp64). SSE: 8 fp32 (4 fp64).
+#   AVX512_BF16 / AVX512_FP16: pairs per lane, 2x fp32. AVX512_VNNI: 4 int8 MACs per 32-bit lane = 4x fp32 ops.
+#   AMX (Sapphire Rapids and later): 1024 bf16/fp16 FLOP and 2048 int8 OP per cycle per core.
+#   Arm NEON (asimd): 2 x 128-bit FMA = 16 fp32 (8 fp64); BF16 (BFMMLA) 2x, I8MM 4x that.
+# A dtype without its own row runs at the fp32 rate at best (bf16/fp16/tf32 are converted), so the fp32
+# peak stands in for them; fp8 has no CPU peak.
+CPU_FLOPS_PER_CYCLE: tuple[tuple[str, str, int], ...] = (
+    ("amx_bf16", "bf16", 1024), ("amx_fp16", "fp16", 1024), ("amx_int8", "int8", 2048),
+    ("avx512_bf16", "bf16", 128), ("avx512_fp16", "fp16", 128), ("avx512_vnni", "int8", 256),
+    ("avx512f", "fp32", 64), ("avx512f", "fp64", 32),
+    ("avx_vnni", "int8", 128),
+    ("fma", "fp32", 32), ("fma", "fp64", 16),
+    ("avx", "fp32", 16), ("avx", "fp64", 8),
+    ("sse4_2", "fp32", 8), ("sse4_2", "fp64", 4),
+    ("bf16", "bf16", 32), ("i8mm", "int8", 64),
+    ("asimd", "fp32", 16), ("asimd", "fp64", 8),
+)
+CPU_FP32_STANDS_IN = ("bf16", "fp16", "tf32")
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One accelerator (per torch device): dense peaks, memory, power, price, and where the figures come from."""
+
+    key: str
+    name: str
+    vendor: str
+    type: str
+    tflops: dict = field(default_factory=dict)  # dtype -> dense peak TFLOPS (int8: TOPS), per torch device
+    memory_gb: float | None = None
+    bandwidth_tbs: float | None = None
+    tdp_w: float | None = None
+    price_usd_per_hour: float | None = None
+    price_date: str | None = None
+    price_source: str | None = None
+    confidence: str = "high"
+    source: str = ""
+    date: str = ""
+    arch: str | None = None
+    match: tuple = ()
+    logical_devices: int = 1
+    estimate: bool = False  # computed, not published (the CPU)
+    notes: str = ""
+
+    def peak_tflops(self, dtype: str) -> float | None:
+        d = normalize_dtype(dtype)
+        return self.tflops.get(d) if d else None
+
+    def ridge(self, dtype: str = "fp32") -> float | None:
+        """Ridge point of the roofline, FLOP/byte: where peak compute meets peak bandwidth."""
+        p = self.peak_tflops(dtype)
+        if not p or not self.bandwidth_tbs:
+            return None
+        return p / self.bandwidth_tbs
+
+    def to_dict(self) -> dict:
+        return {
+            "key": self.key, "name": self.name, "vendor": self.vendor, "type": self.type, "arch": self.arch,
+            "tflops": dict(self.tflops), "memory_gb": self.memory_gb, "bandwidth_tbs": self.bandwidth_tbs,
+            "tdp_w": self.tdp_w, "price_usd_per_hour": self.price_usd_per_hour, "price_date": self.price_date,
+            "price_source": self.price_source, "confidence": self.confidence, "source": self.source,
+            "date": self.date, "logical_devices": self.logical_devices, "estimate": self.estimate,
+            "notes": self.notes,
+        }
+
+
+def _data_text(name: str) -> str:
+    return resources.files("gapbench.specs").joinpath(name).read_text(encoding="utf-8")
+
+
+def _parse_toml(text: str, where: str) -> dict:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        raise GapbenchError(f"{where}: not valid TOML ({e})") from None
+
+
+def _user_files() -> list[str]:
+    raw = os.environ.get("GAPBENCH_SPECS", "")
+    return [p for p in raw.split(os.pathsep) if p]
+
+
+def _read_user(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return _parse_toml(f.read(), path)
+    except OSError as e:
+        raise GapbenchError(f"GAPBENCH_SPECS: cannot read {path} ({e.__class__.__name__})") from None
+
+
+def _spec_from_row(row: dict, where: str) -> Spec:
+    for name in ("key", "name", "source", "date"):
+        if not row.get(name):
+            raise GapbenchError(f"{where}: field {name!r} missing")
+    tflops = row.get("tflops") or {}
+    if not isinstance(tflops, dict) or any(k not in DTYPES or not isinstance(v, (int, float)) for k, v in tflops.items()):
+        raise GapbenchError(f"{where}: tflops must map {', '.join(DTYPES)} to numbers")
+    n = int(row.get("logical_devices", 1) or 1)
+
+    def per_device(x):
+        return None if x is None else float(x) / n
+
+    for pat in row.get("match", []):
+        try:
+            re.compile(pat)
+        except re.error as e:
+            raise GapbenchError(f"{where}: bad match pattern {pat!r} ({e})") from None
+    return Spec(
+        key=str(row["key"]), name=str(row["name"]) + (f" (per device; 1/{n} of the package)" if n > 1 else ""),
+        vendor=str(row.get("vendor", "")), type=str(row.get("type", "gpu")),
+        tflops={k: float(v) / n for k, v in tflops.items()},
+        memory_gb=per_device(row.get("memory_gb")), bandwidth_tbs=per_device(row.get("bandwidth_tbs")),
+        tdp_w=per_device(row.get("tdp_w")), price_usd_per_hour=per_device(row.get("price_usd_per_hour")),
+        price_date=row.get("price_date"), price_source=row.get("price_source"),
+        confidence=str(row.get("confidence", "high")), source=str(row["source"]), date=str(row["date"]),
+        arch=row.get("arch"), match=tuple(row.get("match", ())), logical_devices=n, notes=str(row.get("notes", "")),
+    )
+
+
+@lru_cache(maxsize=8)
+def _load_specs(user_files: tuple[str, ...]) -> tuple[Spec, ...]:
+    out: list[Spec] = []
+    seen: set[str] = set()
+    sources = [(p, _read_user(p)) for p in user_files]
+    sources.append(("gapbench/specs/accelerators.toml", _parse_toml(_data_text("accelerators.toml"), "accelerators.toml")))
+    for where, data in sources:
+        for i, row in enumerate(data.get("accelerator", [])):
+            spec = _spec_from_row(row, f"{where}: accelerator[{i}]")
+            if spec.key not in seen:  # user rows come first and win
+                seen.add(spec.key)
+                out.append(spec)
+    return tuple(out)
+
+
+def load_specs() -> list[Spec]:
+    """Every known accelerator: rows of $GAPBENCH_SPECS files first (they win on the same key), then the package's."""
+    return list(_load_specs(tuple(_user_files())))
+
+
+def by_key(key: str) -> Spec | None:
+    for s in load_specs():
+        if s.key == key:
+            return s
+    return None
+
+
+def _match_table(text: str, kind: str | None = None) -> Spec | None:
+    """The spec whose match pattern covers the longest span of text (so 'H100 PCIe' beats a bare 'H100')."""
+    best, best_len = None, 0
+    for s in load_specs():
+        if kind == "cpu" and s.type != "cpu":
+            continue
+        if kind != "cpu" and s.type == "cpu":
+            continue
+        for pat in s.match:
+            m = re.search(pat, text, flags=re.IGNORECASE)
+            if m and len(m.group(0)) > best_len:
+                best, best_len = s, len(m.group(0))
+    return best
+
+
+def match(device_identity: dict) -> Spec | None:
+    """The spec row for a device identity (results.ResultSet.device), the computed CPU spec, or None."""
+    ident = device_identity or {}
+    kind = ident.get("type")
+    if kind == "reference":
+        return by_key(str(ident.get("spec", "")))
+    if kind == "cpu":
+        return cpu_spec(ident)
+    product = str(ident.get("product") or ident.get("name") or "")
+    if not product:
+        return None
+    exact = by_key(product.strip().lower())
+    return exact or _match_table(product)
+
+
+def peak_tflops(device_identity: dict, dtype: str) -> float | None:
+    """Dense peak TFLOPS (int8: TOPS) of one device for dtype ('fp64','fp32','tf32','bf16','fp16','fp8','int8')."""
+    spec = match(device_identity)
+    return spec.peak_tflops(dtype) if spec else None
+
+
+def peak_bandwidth_tbs(device_identity: dict) -> float | None:
+    spec = match(device_identity)
+    return spec.bandwidth_tbs if spec else None
+
+
+# ---- the CPU -------------------------------------------------------------------------------------------
+
+def _local_physical_cores() -> int | None:
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 0)
+    cores = set()
+    for c in cpus:
+        base = f"/sys/devices/system/cpu/cpu{c}/topology"
+        try:
+            with open(f"{base}/core_id") as f:
+                core = f.read().strip()
+            with open(f"{base}/physical_package_id") as f:
+                pkg = f.read().strip()
+        except OSError:
+            return None
+        cores.add((pkg, core))
+    return len(cores) or None
+
+
+def cpu_flops_per_cycle(isa: list[str] | tuple[str, ...]) -> dict[str, int]:
+    flags = set(isa)
+    out: dict[str, int] = {}
+    for flag, dtype, n in CPU_FLOPS_PER_CYCLE:
+        if flag in flags and dtype not in out:
+            out[dtype] = n
+    if "fp32" in out:
+        for d in CPU_FP32_STANDS_IN:
+            out.setdefault(d, out["fp32"])
+    return out
+
+
+def cpu_spec(identity: dict) -> Spec:
+    """The CPU as a Spec: peaks computed from physical cores x max clock x FLOPs/cycle (an estimate).
+
+    The clock comes from the identity ('cpu_max_mhz', which compare merges in from the results file's host
+    section), else from this machine when the identity is this machine's CPU. Bandwidth is unknown unless
+    the identity carries 'memory_bandwidth_tbs' or a spec row of type "cpu" matches the product name.
+    """
+    product = str(identity.get("product") or "CPU")
+    isa = identity.get("isa")
+    mhz = identity.get("cpu_max_mhz") or identity.get("max_mhz")
+    cores = identity.get("physical_cores")
+    local = _is_local_cpu(product)
+    if isa is None and local:
+        from gapbench.devices import cpu_isa_flags
+
+        isa = cpu_isa_flags()
+    if not mhz and local:
+        from gapbench.devices import cpu_max_mhz
+
+        mhz = cpu_max_mhz()
+    if not cores:
+        logical = identity.get("cores")
+        if local and (logical is None or logical == os.cpu_count()):
+            cores = _local_physical_cores() or logical
+        else:
+            cores = logical
+    per_cycle = cpu_flops_per_cycle(isa or [])
+    tflops = {}
+    if mhz and cores:
+        tflops = {d: round(float(cores) * float(mhz) * 1e6 * n / 1e12, 6) for d, n in per_cycle.items()}
+    row = _match_table(product, kind="cpu")
+    bw = identity.get("memory_bandwidth_tbs") or (row.bandwidth_tbs if row else None)
+    if row:
+        tflops = {**tflops, **row.tflops}
+    mem = identity.get("memory_bytes")
+    note = (f"estimate: {cores} cores x {float(mhz):.0f} MHz x FLOPs/cycle for ISA {', '.join(isa or []) or 'unknown'}"
+            if mhz and cores else "clock or core count unknown: no computed peak")
+    return Spec(
+        key=row.key if row else "cpu", name=product, vendor=str(identity.get("vendor") or ""), type="cpu",
+        tflops=tflops, memory_gb=round(mem / 1e9, 1) if mem else None, bandwidth_tbs=bw,
+        tdp_w=row.tdp_w if row else None, price_usd_per_hour=row.price_usd_per_hour if row else None,
+        price_date=row.price_date if row else None, price_source=row.price_source if row else None,
+        confidence="low", source=row.source if row else "computed by gapbench.specs.cpu_spec",
+        date=row.date if row else "", arch=identity.get("arch"), estimate=True, notes=note,
+    )
+
+
+def _is_local_cpu(product: str) -> bool:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("model name", "Model")):
+                    return line.partition(":")[2].strip() == product
+    except OSError:
+        pass
+    return False
+
+
+# ---- published reference results ----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Reference:
+    platform: str
+    workload: str
+    variant: dict
+    value: float
+    unit: str
+    higher_is_better: bool
+    source: str
+    date: str
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class PublishedGap:
+    platform: str
+    baseline: str
+    workload: str
+    variant: dict
+    label: str
+    gap_pct: float
+    source: str
+    date: str
+
+
+@lru_cache(maxsize=1)
+def _references_data() -> dict:
+    return _parse_toml(_data_text("references.toml"), "references.toml")
+
+
+def load_references() -> list[Reference]:
+    out = []
+    for i, r in enumerate(_references_data().get("reference", [])):
+        try:
+            out.append(Reference(platform=r["platform"], workload=r["workload"], variant=dict(r.get("variant", {})),
+                                 value=float(r["value"]), unit=r["unit"],
+                                 higher_is_better=bool(r.get("higher_is_better", True)), source=r["source"],
+                                 date=str(r["date"]), note=r.get("note", "")))
+        except (KeyError, TypeError, ValueError) as e:
+            raise GapbenchError(f"references.toml: reference[{i}]: bad or missing field ({e})") from None
+    return out
+
+
+def load_published_gaps() -> list[PublishedGap]:
+    out = []
+    for i, r in enumerate(_references_data().get("published_gap", [])):
+        try:
+            out.append(PublishedGap(platform=r["platform"], baseline=r["baseline"], workload=r["workload"],
+                                    variant=dict(r.get("variant", {})), label=r.get("label", r["workload"]),
+                                    gap_pct=float(r["gap_pct"]), source=r["source"], date=str(r["date"])))
+        except (KeyError, TypeError, ValueError) as e:
+            raise GapbenchError(f"references.toml: published_gap[{i}]: bad or missing field ({e})") from None
+    return out
+
+
+def reference_platforms() -> list[str]:
+    """The names usable with `compare --ref`, in file order."""
+    return list(dict.fromkeys(r.platform for r in load_references()))

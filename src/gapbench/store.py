@@ -1,0 +1,300 @@
+"""History in SQLite: one row per run and one per measurement, so results can be followed over time.
+
+Default path: $GAPBENCH_DB, else $XDG_DATA_HOME/gapbench/history.sqlite, else
+~/.local/share/gapbench/history.sqlite. Each write is one transaction (a crash leaves the database as it
+was before the write); recording a run again replaces it (idempotent per run_id). The layout carries a
+version number and is upgraded in place, inside a transaction, when an older file is opened.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from gapbench.errors import GapbenchError
+from gapbench.results import ResultSet, load, now_iso, variant_key
+
+SCHEMA_VERSION = 2
+
+# version 1 (the first layout, kept here because upgrades start from it):
+#   runs(run_id PK, started_at, device_type, device_product, gapbench_version, torch_version)
+#   measurements(run_id, workload, preset, variant, unit, status, value, reason)
+SCHEMA_V1 = """
+CREATE TABLE schema_version (version INTEGER NOT NULL);
+CREATE TABLE runs (run_id TEXT PRIMARY KEY, started_at TEXT, device_type TEXT, device_product TEXT,
+                   gapbench_version TEXT, torch_version TEXT);
+CREATE TABLE measurements (run_id TEXT NOT NULL, workload TEXT NOT NULL, preset TEXT, variant TEXT NOT NULL,
+                           unit TEXT, status TEXT NOT NULL, value REAL, reason TEXT);
+INSERT INTO schema_version VALUES (1);
+"""
+
+_RUNS_V2 = """
+CREATE TABLE runs (
+  run_id TEXT PRIMARY KEY,
+  started_at TEXT, finished_at TEXT, recorded_at TEXT NOT NULL,
+  label TEXT, suite TEXT, complete INTEGER,
+  device_type TEXT, device_product TEXT, device_arch TEXT, device_count INTEGER,
+  hostname TEXT, gapbench_version TEXT, torch_version TEXT, runtime TEXT,
+  source_path TEXT, device_json TEXT, host_json TEXT
+)"""
+_MEASUREMENTS_V2 = """
+CREATE TABLE measurements (
+  id INTEGER PRIMARY KEY,
+  run_id TEXT NOT NULL REFERENCES runs(run_id) ON DELETE CASCADE,
+  workload TEXT NOT NULL, preset TEXT, variant TEXT NOT NULL, variant_key TEXT NOT NULL,
+  unit TEXT, higher_is_better INTEGER, status TEXT NOT NULL, value REAL, reason TEXT,
+  ci_low REAL, ci_high REAL, n INTEGER, noisy INTEGER,
+  flops REAL, bytes REAL, power_w REAL, energy_j REAL, metrics TEXT, started_at TEXT
+)"""
+_INDEXES_V2 = (
+    "CREATE INDEX measurements_by_workload ON measurements(workload, variant_key)",
+    "CREATE INDEX measurements_by_run ON measurements(run_id)",
+)
+
+_RUN_COLS = ("run_id", "started_at", "finished_at", "recorded_at", "label", "suite", "complete", "device_type",
+             "device_product", "device_arch", "device_count", "hostname", "gapbench_version", "torch_version",
+             "runtime", "source_path", "device_json", "host_json")
+_M_COLS = ("run_id", "workload", "preset", "variant", "variant_key", "unit", "higher_is_better", "status", "value",
+           "reason", "ci_low", "ci_high", "n", "noisy", "flops", "bytes", "power_w", "energy_j", "metrics",
+           "started_at")
+
+
+def default_path() -> Path:
+    if os.environ.get("GAPBENCH_DB"):
+        return Path(os.environ["GAPBENCH_DB"]).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "gapbench" / "history.sqlite"
+
+
+# ---- opening, creating, upgrading ------------------------------------------------------------------------
+
+def _version(conn: sqlite3.Connection) -> int | None:
+    has = conn.execute("SELECT 1 FROM sqlite_master WHERE type='table' AND name='schema_version'").fetchone()
+    if not has:
+        return None
+    row = conn.execute("SELECT MAX(version) FROM schema_version").fetchone()
+    return int(row[0]) if row and row[0] is not None else None
+
+
+def _create_current(conn: sqlite3.Connection) -> None:
+    conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    conn.execute(_RUNS_V2)
+    conn.execute(_MEASUREMENTS_V2)
+    for ix in _INDEXES_V2:
+        conn.execute(ix)
+    conn.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
+
+
+def _upgrade_1_to_2(conn: sqlite3.Connection) -> None:
+    """v1 -> v2: richer runs (recorded_at, label, suite, runtime, identities) and measurements (CIs, counts,
+    energy, metrics, an id and a variant key). Old rows keep what they had; new fields start empty."""
+    conn.execute("ALTER TABLE runs RENAME TO runs_v1")
+    conn.execute("ALTER TABLE measurements RENAME TO measurements_v1")
+    conn.execute(_RUNS_V2)
+    conn.execute(_MEASUREMENTS_V2)
+    conn.execute("INSERT INTO runs (run_id, started_at, recorded_at, device_type, device_product, gapbench_version, "
+                 "torch_version) SELECT run_id, started_at, COALESCE(started_at, ?), device_type, device_product, "
+                 "gapbench_version, torch_version FROM runs_v1", (now_iso(),))
+    rows = conn.execute("SELECT run_id, workload, preset, variant, unit, status, value, reason FROM measurements_v1 "
+                        "ORDER BY rowid").fetchall()
+    for run_id, workload, preset, variant, unit, status, value, reason in rows:
+        try:
+            vkey = variant_key(workload, preset, json.loads(variant))
+        except (TypeError, ValueError):
+            vkey = f"{workload}:{preset or ''}:{variant}"
+        if not conn.execute("SELECT 1 FROM runs WHERE run_id=?", (run_id,)).fetchone():
+            conn.execute("INSERT INTO runs (run_id, recorded_at) VALUES (?, ?)", (run_id, now_iso()))
+        conn.execute("INSERT INTO measurements (run_id, workload, preset, variant, variant_key, unit, status, value, "
+                     "reason) VALUES (?,?,?,?,?,?,?,?,?)",
+                     (run_id, workload, preset, variant, vkey, unit, status, value, reason))
+    conn.execute("DROP TABLE measurements_v1")
+    conn.execute("DROP TABLE runs_v1")
+    for ix in _INDEXES_V2:
+        conn.execute(ix)
+    conn.execute("DELETE FROM schema_version")
+    conn.execute("INSERT INTO schema_version VALUES (2)")
+
+
+UPGRADES = {1: _upgrade_1_to_2}
+
+
+def connect(db_path: str | os.PathLike | None = None) -> sqlite3.Connection:
+    """Open (creating or upgrading) the history database; autocommit mode, transactions are explicit."""
+    path = Path(db_path) if db_path is not None else default_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(str(path), timeout=30, isolation_level=None)
+    except (OSError, sqlite3.Error) as e:
+        raise GapbenchError(f"history database {path}: cannot open ({e})") from None
+    try:
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            version = _version(conn)
+            if version is None:
+                tables = conn.execute("SELECT COUNT(*) FROM sqlite_master WHERE type='table'").fetchone()[0]
+                if tables:
+                    raise GapbenchError(f"history database {path}: not a gapbench history file (no schema_version)")
+                _create_current(conn)
+            elif version > SCHEMA_VERSION:
+                raise GapbenchError(f"history database {path}: layout version {version} is newer than this gapbench "
+                                    f"reads ({SCHEMA_VERSION}); upgrade gapbench or point GAPBENCH_DB elsewhere")
+            while version is not None and version < SCHEMA_VERSION:
+                UPGRADES[version](conn)
+                version = _version(conn)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    except sqlite3.DatabaseError as e:
+        conn.close()
+        raise GapbenchError(f"history database {path}: {e}") from None
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+# ---- writing ---------------------------------------------------------------------------------------------
+
+def _runtime_text(device: dict) -> str:
+    rt = device.get("runtime") or {}
+    parts = [f"{k} {v}" for k, v in rt.items() if v] if isinstance(rt, dict) else [str(rt)]
+    if not parts:
+        libs = device.get("libraries") or {}
+        if isinstance(libs, dict) and libs.get("blas"):
+            parts.append(f"{libs['blas']} {libs.get(libs['blas'], '')}".strip())
+    return ", ".join(parts)
+
+
+def _run_row(rs: ResultSet) -> tuple:
+    d, h = rs.device, rs.host
+    return (rs.run_id, rs.started_at, rs.finished_at, now_iso(), rs.label, rs.suite, int(bool(rs.complete)),
+            d.get("type"), d.get("product"), d.get("arch"), d.get("count"), h.get("hostname"), rs.gapbench_version,
+            d.get("torch"), _runtime_text(d), rs.path, json.dumps(d, sort_keys=True, default=str),
+            json.dumps(h, sort_keys=True, default=str))
+
+
+def _measurement_rows(rs: ResultSet) -> Iterable[tuple]:
+    for m in rs.measurements:
+        s = m.stats
+        yield (rs.run_id, m.workload, m.preset, json.dumps(m.variant, sort_keys=True), m.key, m.unit,
+               int(m.higher_is_better), m.status, m.value, m.reason, s.ci95[0] if s else None,
+               s.ci95[1] if s else None, s.n if s else None, int(s.noisy) if s else None, m.flops, m.bytes,
+               m.power_w, m.energy_j, json.dumps(m.metrics, sort_keys=True, default=str) if m.metrics else None,
+               m.started_at)
+
+
+def _write(conn: sqlite3.Connection, rs: ResultSet) -> int:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("DELETE FROM measurements WHERE run_id=?", (rs.run_id,))
+        conn.execute("DELETE FROM runs WHERE run_id=?", (rs.run_id,))
+        conn.execute(f"INSERT INTO runs ({', '.join(_RUN_COLS)}) VALUES ({', '.join('?' * len(_RUN_COLS))})",
+                     _run_row(rs))
+        n = 0
+        sql = f"INSERT INTO measurements ({', '.join(_M_COLS)}) VALUES ({', '.join('?' * len(_M_COLS))})"
+        for row in _measurement_rows(rs):
+            conn.execute(sql, row)
+            n += 1
+        conn.execute("COMMIT")
+        return n
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+
+
+def record(result_set: ResultSet, db_path: str | os.PathLike | None = None, *,
+           conn: sqlite3.Connection | None = None) -> int:
+    """Record one run (replacing an earlier record of the same run_id); returns the measurements written."""
+    own = conn is None
+    conn = conn or connect(db_path)
+    try:
+        return _write(conn, result_set)
+    finally:
+        if own:
+            conn.close()
+
+
+def import_files(paths: Iterable[str | os.PathLike], db_path: str | os.PathLike | None = None) -> list[tuple[str, str, int]]:
+    """Load result files and record each; [(path, run_id, measurements)]. A bad file stops with its name."""
+    loaded = [load(p) for p in paths]  # all validated before anything is written
+    conn = connect(db_path)
+    try:
+        return [(rs.path or "", rs.run_id, _write(conn, rs)) for rs in loaded]
+    finally:
+        conn.close()
+
+
+# ---- reading ---------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class HistoryRow:
+    run_id: str
+    started_at: str | None
+    label: str | None
+    device_type: str | None
+    device_product: str | None
+    gapbench_version: str | None
+    torch_version: str | None
+    runtime: str | None
+    workload: str
+    preset: str | None
+    variant: dict
+    unit: str | None
+    status: str
+    value: float | None
+    ci95: tuple[float, float] | None
+    reason: str | None
+
+    def to_dict(self) -> dict:
+        d = dict(self.__dict__)
+        d["ci95"] = list(self.ci95) if self.ci95 else None
+        return d
+
+
+def history(workload: str, device: str | None = None, variant: dict | None = None,
+            db_path: str | os.PathLike | None = None, limit: int | None = None) -> list[HistoryRow]:
+    """Measurements of one workload over time, oldest first. device: a substring of the device product,
+    type or run label (case-insensitive); variant: keys the measurement's variant must have with these values."""
+    conn = connect(db_path)
+    try:
+        sql = ("SELECT r.run_id, r.started_at, r.label, r.device_type, r.device_product, r.gapbench_version, "
+               "r.torch_version, r.runtime, m.workload, m.preset, m.variant, m.unit, m.status, m.value, m.ci_low, "
+               "m.ci_high, m.reason FROM measurements m JOIN runs r ON r.run_id = m.run_id WHERE m.workload = ?")
+        args: list = [workload]
+        if device:
+            sql += (" AND (LOWER(COALESCE(r.device_product,'')) LIKE ? OR LOWER(COALESCE(r.device_type,'')) LIKE ?"
+                    " OR LOWER(COALESCE(r.label,'')) LIKE ?)")
+            pat = f"%{device.lower()}%"
+            args += [pat, pat, pat]
+        sql += " ORDER BY r.started_at, r.run_id, m.id"
+        rows = conn.execute(sql, args).fetchall()
+    finally:
+        conn.close()
+    out = []
+    for r in rows:
+        try:
+            v = json.loads(r[10])
+        except (TypeError, ValueError):
+            v = {"variant": r[10]}
+        if variant and any(str(v.get(k)) != str(val) for k, val in variant.items()):
+            continue
+        ci = (r[14], r[15]) if r[14] is not None and r[15] is not None else None
+        out.append(HistoryRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], v, r[11], r[12], r[13],
+                              ci, r[16]))
+    return out[-limit:] if limit else out
+
+
+def workloads(db_path: str | os.PathLike | None = None) -> list[tuple[str, int]]:
+    """(workload, number of measurements) recorded, for a history without --workload."""
+    conn = connect(db_path)
+    try:
+        return [(w, n) for w, n in conn.execute(
+            "SELECT workload, COUNT(*) FROM measurements GROUP BY workload ORDER BY workload")]
+    finally:
+        conn.close()
