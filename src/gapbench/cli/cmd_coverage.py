@@ -1,0 +1,103 @@
+"""gapbench coverage: audit which PyTorch operators a backend runs natively, correctly, and how fast."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+
+from gapbench.errors import GapbenchError
+
+HELP = "audit operator coverage of a device against PyTorch's OpInfo database"
+
+EXTRA_OPS_ENV = "GAPBENCH_COVERAGE_EXTRA_OPS"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("--device", default="auto", help="device to audit: cuda, xpu, npu, mps, cpu (default: best found)")
+    p.add_argument("--dtype", default="float32", help="comma-separated dtypes (default float32), e.g. bfloat16,float16")
+    p.add_argument("--ops", default=None, metavar="REGEX",
+                   help="only OpInfo entries whose name matches, e.g. 'linalg.*|nn.functional.*'")
+    p.add_argument("--grad", action="store_true", help="also run and check backward for ops that support autograd")
+    p.add_argument("--output", "-o", default=None, metavar="FILE",
+                   help="results file (default coverage-DEVICE.json); a journal FILE.journal.jsonl sits beside it")
+    p.add_argument("--resume", default=None, metavar="FILE",
+                   help="skip (op, dtype) units finished in this journal (or results file) and carry on")
+    p.add_argument("--budget", default=None, metavar="TIME", help="overall time budget: seconds, or 30m, 2h")
+    p.add_argument("--op-timeout", default="60", metavar="TIME",
+                   help="time one (op, dtype) may take before it is recorded as a timeout (default 60 s)")
+    p.add_argument("--max-samples", type=int, default=8, metavar="N",
+                   help="OpInfo sample inputs run per (op, dtype) (default 8)")
+    p.add_argument("--extra-ops", default=os.environ.get(EXTRA_OPS_ENV), metavar="MODULE",
+                   help=f"module or .py file adding OpInfo entries (extra_ops() or EXTRA_OPS); env {EXTRA_OPS_ENV}")
+    p.add_argument("--label", default=None, help="name of this platform in comparisons")
+    p.add_argument("--list", action="store_true", help="list the OpInfo entries that would be audited, then stop")
+    p.add_argument("--show", default="20", metavar="N|all",
+                   help="how many not-native ops to list on the terminal (default 20)")
+    p.add_argument("--json", action="store_true", help="print the coverage section as JSON")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+
+
+def parse_time(text: str | None, what: str) -> float | None:
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(s|m|min|h)?\s*", str(text))
+    if not m:
+        raise GapbenchError(f"{what} {text!r}: expected seconds or a number with s, m or h (e.g. 90, 30m)")
+    return float(m.group(1)) * {None: 1, "s": 1, "m": 60, "min": 60, "h": 3600}[m.group(2)]
+
+
+def main(args) -> int:
+    from gapbench.coverage import audit, list_ops
+
+    if args.list:
+        entries = list_ops(args.ops, args.extra_ops)
+        if args.json:
+            print(json.dumps(entries, indent=1))
+        else:
+            for e in entries:
+                print(f"{e['op']}{'.' + e['variant'] if e['variant'] else ''}\t{e['family']}")
+        return 0
+    if args.max_samples < 1:
+        raise GapbenchError("--max-samples must be at least 1")
+    from gapbench import devices
+
+    dev = devices.resolve(None if args.device == "auto" else args.device)
+    output = args.output
+    if output is None and not (args.resume and args.resume.endswith(".journal.jsonl")):
+        output = f"coverage-{dev.type}.json"
+    kwargs = dict(device=str(dev), dtypes=args.dtype, ops=args.ops, grad=args.grad, output=output,
+                  budget_s=parse_time(args.budget, "--budget"), op_timeout_s=parse_time(args.op_timeout, "--op-timeout"),
+                  resume=args.resume, max_samples=args.max_samples, extra_ops=args.extra_ops, label=args.label)
+    show_progress = not args.quiet and not args.json and sys.stderr.isatty()
+    if show_progress:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      TextColumn("{task.fields[op]}"), transient=True) as bar:
+            task = bar.add_task("coverage", total=None, op="")
+
+            def progress(done, total, row):
+                bar.update(task, completed=done, total=total, op=f"{row['op']} {row['dtype']}: {row['status']}")
+
+            rs = audit(**kwargs, progress=progress)
+    else:
+        rs = audit(**kwargs)
+    cov = rs.coverage
+    if args.json:
+        print(json.dumps(cov, indent=1))
+        return 0
+    from rich.console import Console
+
+    from gapbench.coverage.render import coverage_tables
+
+    console = Console()
+    limit = None if args.show == "all" else int(args.show) if args.show.isdigit() else 20
+    for item in coverage_tables(cov, where=rs.name, show=limit):
+        console.print(item)
+    if cov.get("not_audited"):
+        console.print(f"[yellow]{cov['not_audited']} (op, dtype) units not audited (budget spent); "
+                      f"continue with --resume {rs.path}.journal.jsonl[/yellow]")
+    console.print(f"written: {rs.path}")
+    return 0
