@@ -95,7 +95,7 @@ class DynamicShapes(Workload):
         stream = shape_stream(p["items"], p["batches"], p["min_len"], p["max_len"], p["seed"])
         flops = sum(block_flops(b, t, p["d_model"], p["ff"]) for b, t in stream)
         common = {"d_model": p["d_model"], "heads": p["heads"], "ff": p["ff"], "calls": len(stream),
-                  "distinct_shapes": len(set(stream)), "dtype": "float32"}
+                  "distinct_shapes": len(set(stream)), "dtype": "fp32"}
         # padded first: the varying variants report their ratio against it
         return [Variant({"mode": mode, "shapes": shapes, **common}, flops=flops)
                 for shapes in ("padded", "varying") for mode in ("eager", "compile")]

@@ -57,18 +57,18 @@ class Sparse(Workload):
         m, k, n = p["m"], p["k"], p["n"]
         flops = 2.0 * m * n * k
         out = [Variant({"op": "spmm", "format": "dense", "density": 1.0, "m": m, "k": k, "n": n,
-                        "dtype": "float32"}, flops=flops, bytes=4.0 * (m * k + k * n + m * n))]
+                        "dtype": "fp32"}, flops=flops, bytes=4.0 * (m * k + k * n + m * n))]
         for fmt in FORMATS:
             for d in p["densities"]:
-                params = {"op": "spmm", "format": fmt, "density": d, "m": m, "k": k, "n": n, "dtype": "float32"}
+                params = {"op": "spmm", "format": fmt, "density": d, "m": m, "k": k, "n": n, "dtype": "fp32"}
                 if fmt == "bsr":
                     params["block"] = p["block"]
                 out.append(Variant(params, flops=flops))
         out.append(Variant({"op": "spmm", "format": "2:4", "density": 0.5, "m": m, "k": k, "n": n,
-                            "dtype": "float16"}, flops=flops))
+                            "dtype": "fp16"}, flops=flops))
         bag = p["bag"]
         gathered = bag["bags"] * bag["bag_size"] * bag["dim"] * 4.0
-        out.append(Variant({"op": "embedding_bag", "mode": "sum", "dtype": "float32", **bag}, bytes=gathered))
+        out.append(Variant({"op": "embedding_bag", "mode": "sum", "dtype": "fp32", **bag}, bytes=gathered))
         return out
 
     def run(self, variant: Variant, ctx: Context) -> Measurement:
