@@ -51,6 +51,8 @@ class RunPlan:
     threads: int | None = None
     memory_limit_bytes: int | None = None
     label: str | None = None
+    nproc: int | None = None  # ranks to start on this host through torch's elastic launcher (gapbench.dist)
+    backend: str | None = None  # torch.distributed backend; default per device (nccl, gloo, hccl, xccl)
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -106,6 +108,10 @@ def build_plan(*, device: str | None = None, suite: str | None = None, workload_
             presets = list(workloads.get(name).presets)
         if preset is not None and preset not in presets:
             raise GapbenchError(f"unknown preset {preset!r} for workload {name!r}; known: {', '.join(presets)}")
+    if kw.get("nproc") is not None:
+        from gapbench.dist.launch import check_nproc
+
+        check_nproc(kw["nproc"], dev)
     return RunPlan(device=str(dev), entries=entries, suite=suite, workload_files=files, **kw)
 
 
@@ -121,9 +127,22 @@ def describe_files(files: list[str]) -> dict:
 
 
 def run_suite(plan: RunPlan | None = None, *, output: str | None = None, resume: str | None = None,
-              reporter: Reporter | None = None, history: bool = True, **plan_kw) -> ResultSet:
+              reporter: Reporter | None = None, history: bool = True, _rank_scratch: bool = False,
+              **plan_kw) -> ResultSet:
     """Run a plan (or build one from keyword arguments) and return the ResultSet written to `output`."""
     reporter = reporter or Reporter()
+    rank = _external_rank()
+    if rank and not _rank_scratch:  # one rank of an external torchrun job, not rank 0: run along, keep nothing
+        import shutil
+
+        scratch = tempfile.mkdtemp(prefix=f"gapbench-rank{rank}-")
+        try:
+            rs = run_suite(plan, output=os.path.join(scratch, "results.json"), reporter=reporter, history=False,
+                           _rank_scratch=True, **plan_kw)
+            rs.path = None
+            return rs
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
     done: dict[str, Measurement] = {}
     header: dict | None = None
     if resume:
@@ -249,10 +268,24 @@ def _job(plan: RunPlan, name: str, preset: str | None, workload_budget: float | 
     mem = plan.memory_limit_bytes
     if mem is None and plan.device == "cpu":
         mem = int(devices.host_memory() * 0.85) or None
-    return {"workload": name, "preset": preset, "device": plan.device, "workload_files": plan.workload_files,
-            "skip": sorted(skip), "workload_budget_s": workload_budget, "variant_budget_s": plan.variant_budget_s,
-            "min_time_s": plan.min_time_s, "repeats": plan.repeats, "options": plan.options,
-            "threads": plan.threads, "memory_limit_bytes": mem if plan.device == "cpu" else None}
+    job = {"workload": name, "preset": preset, "device": plan.device, "workload_files": plan.workload_files,
+           "skip": sorted(skip), "workload_budget_s": workload_budget, "variant_budget_s": plan.variant_budget_s,
+           "min_time_s": plan.min_time_s, "repeats": plan.repeats, "options": plan.options,
+           "threads": plan.threads, "memory_limit_bytes": mem if plan.device == "cpu" else None}
+    if plan.nproc or _external_rank() is not None:
+        # every rank: the CPU ranks of one host share its memory; a stuck collective gives up at the time limit
+        job.update(nproc=plan.nproc, backend=plan.backend, launcher="gapbench" if plan.nproc else "torchrun",
+                   dist_timeout_s=plan.timeout_s or 3 * plan.variant_budget_s + 30)
+        if job["memory_limit_bytes"] and plan.nproc:
+            job["memory_limit_bytes"] //= plan.nproc
+    return job
+
+
+def _external_rank() -> int | None:
+    """RANK when this process is one rank of an external torchrun job (env vars present), else None."""
+    from gapbench.dist.info import env_rank
+
+    return env_rank()
 
 
 def _run_workload(plan: RunPlan, name: str, preset: str | None, workload_budget: float | None,
@@ -350,10 +383,18 @@ class _WorkerRun:
         if killed:
             what = "variant" if self.current else "worker start-up"
             self.failure = ("timeout", f"{what} exceeded its time limit and was killed (budget "
-                            f"{self.job.get('variant_budget_s')} s per variant)")
+                            f"{self.job.get('variant_budget_s')} s per variant)" + _dist_hint(log))
         else:
             status = "oom" if rc == -signal.SIGKILL else "crashed"
             self.failure = (status, _exit_reason(rc, log))
+
+
+def _dist_hint(log: str) -> str:
+    """'; <which rank failed or hung>' from a distributed run's log, '' otherwise."""
+    from gapbench.dist.launch import HINT_PREFIX
+
+    lines = [ln for ln in log.splitlines() if ln.startswith(HINT_PREFIX)]
+    return "; " + lines[-1][len(HINT_PREFIX):] if lines else ""
 
 
 def _exit_reason(rc: int | None, log: str) -> str:
@@ -378,6 +419,10 @@ def _run_worker(job: dict, timeout_s: float, on_event=None) -> tuple[list[dict],
 
     Returns (events, killed_for_timeout, returncode, log tail).
     """
+    if "dist_timeout_s" in job:  # a distributed run: the ranks, through torch's launcher or an external one
+        from gapbench.dist.launch import run_ranks
+
+        return run_ranks(job, timeout_s, on_event, nproc=job.get("nproc"))
     r, w = os.pipe()
     log = tempfile.TemporaryFile(mode="w+b")
     env = dict(os.environ)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -41,6 +42,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", help="batch size for model workloads: a number or 'auto'")
     p.add_argument("--steps", type=int, help="denoising steps for diffusion workloads")
     p.add_argument("--flush-cache", action="store_true", help="flush the last-level cache before each GEMM call")
+    p.add_argument("--nproc", type=int, metavar="N",
+                   help="start N ranks on this host through torch's elastic launcher (one per device; on the CPU, "
+                        "N processes); under torchrun, leave it out: gapbench joins the job (docs/distributed.md)")
+    p.add_argument("--backend", help="torch.distributed backend (default per device: nccl, gloo, hccl, xccl)")
+    p.add_argument("--parallel", choices=("ddp", "fsdp"),
+                   help="train the model workloads data-parallel on every rank: DDP or FSDP2 (fully_shard)")
+    p.add_argument("--no-baseline", action="store_true",
+                   help="with --parallel: skip the single-device run that scaling efficiency is measured against")
     p.add_argument("--label", help="platform name used by compare/report (default: the device product)")
     p.add_argument("--no-history", action="store_true", help="do not record the run in the history database")
     p.add_argument("--json", action="store_true", help="print the results file to stdout instead of a table")
@@ -95,6 +104,10 @@ def _options(args) -> dict:
         opts["steps"] = args.steps
     if args.flush_cache:
         opts["flush_cache"] = True
+    if args.parallel:
+        opts["parallel"] = args.parallel
+        if args.no_baseline:
+            opts["scaling_baseline"] = False
     return opts
 
 
@@ -106,6 +119,8 @@ def main(args) -> int:
         v = getattr(args, name)
         if v is not None and v <= 0:
             raise GapbenchError(f"--{name.replace('_', '-')} must be positive")
+    if args.parallel and not args.nproc and "RANK" not in os.environ:
+        raise GapbenchError("--parallel trains on several ranks: add --nproc N, or run gapbench under torchrun")
     plan = None
     if not args.resume:
         suite = args.suite
@@ -117,6 +132,7 @@ def main(args) -> int:
             timeout_s=args.timeout, min_time_s=args.min_time or 0.1, repeats=args.repeats or 7,
             threads=args.threads, label=args.label,
             memory_limit_bytes=int(args.memory_limit * 2**30) if args.memory_limit else None,
+            nproc=args.nproc, backend=args.backend,
         )
     show = not args.quiet and not args.json and err.is_terminal
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
@@ -133,6 +149,8 @@ def main(args) -> int:
     except runner.Interrupted as e:
         err.print(f"gapbench: {e}")
         return 130
+    if rs.path is None:  # one rank of an external torchrun job, not rank 0: rank 0 reports
+        return 0
     if args.json:
         print(json.dumps(rs.to_dict(), indent=1))
     else:

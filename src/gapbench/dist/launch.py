@@ -1,0 +1,300 @@
+"""Starting the ranks of one workload and following them: PyTorch's elastic launcher for `--nproc N`,
+or one rank of an external torchrun job; events over a file, a time limit, and the failing rank named.
+
+The runner calls `run_ranks(job, timeout_s, on_event, nproc=N)` where it would start a single worker.
+It returns what gapbench.runner's worker start returns — (events, killed_for_timeout, returncode, log
+tail) — and the log's last line names the rank that failed or hung, when that could be found:
+
+- a rank that dies: the launcher's failure summary (rank, local rank, exit code or signal) and the rank
+  status files tell which rank died first (ranks that lost a peer fail after it, by exception);
+- a rank that hangs: at the time limit every rank is asked for its Python stack (faulthandler on
+  SIGUSR1); a rank outside torch.distributed while the others wait inside it, or a rank whose heartbeat
+  stopped, is named.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from gapbench.dist.info import under_launcher
+
+HINT_PREFIX = "gapbench-dist: "
+HEARTBEAT_STALE_S = 5.0
+_join_count = 0
+_store = None  # the TCPStore rank 0 hosts when an external launcher provides none
+
+
+def launcher_command(nproc: int) -> list[str]:
+    """PyTorch's own elastic launcher (torchrun), one node, a private rendezvous, no restarts."""
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
+            "--nproc-per-node", str(nproc), "--max-restarts", "0", "--monitor-interval", "0.2",
+            "-m", "gapbench.dist.rank_worker"]
+
+
+def run_ranks(job: dict, timeout_s: float, on_event=None, *, nproc: int | None = None
+              ) -> tuple[list[dict], bool, int | None, str]:
+    """Run one workload on every rank; stream rank 0's events to on_event (which may return a new timeout)."""
+    folder = tempfile.mkdtemp(prefix="gapbench-dist-")
+    try:
+        return _run(job, timeout_s, on_event, nproc, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _run(job, timeout_s, on_event, nproc, folder):
+    job_file = os.path.join(folder, "job.json")
+    events_file = os.path.join(folder, "events.jsonl")
+    with open(job_file, "w", encoding="utf-8") as f:
+        json.dump(job, f)
+    open(events_file, "w").close()
+    env = dict(os.environ)
+    env.update(GAPBENCH_JOB_FILE=job_file, GAPBENCH_EVENTS_PATH=events_file, GAPBENCH_DIST_DIR=folder)
+    env.setdefault("PYTHONFAULTHANDLER", "1")
+    if job.get("threads"):
+        env["OMP_NUM_THREADS"] = str(job["threads"])
+    if nproc:
+        for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
+                  "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE"):
+            env.pop(k, None)  # a fresh group of our own, even when this gapbench runs inside another job
+        cmd = launcher_command(nproc)
+    else:
+        cmd = [sys.executable, "-m", "gapbench.dist.rank_worker"]
+        env.update(GAPBENCH_EVENTS_EVERY_RANK="1", GAPBENCH_STORE_PREFIX=_join_prefix(job))
+    log = tempfile.TemporaryFile(mode="w+b")
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env,
+                            start_new_session=True)
+    events: list[dict] = []
+    held: list[dict] = []  # a rank's set-up failure: told after the launcher says who failed first
+    killed = False
+    hint = ""
+    try:
+        deadline = time.monotonic() + timeout_s
+        with open(events_file, "rb") as ev_in:
+            buf = b""
+            while True:
+                chunk = ev_in.read()
+                if chunk:
+                    buf += chunk
+                    while b"\n" in buf:
+                        line, buf = buf.split(b"\n", 1)
+                        try:
+                            ev = json.loads(line)
+                        except json.JSONDecodeError:
+                            continue
+                        if ev.get("event") in ("setup_error", "bad_input"):
+                            held.append(ev)
+                            continue
+                        events.append(ev)
+                        new = on_event(ev) if on_event else None
+                        if new is not None:
+                            deadline = time.monotonic() + new
+                    continue
+                if proc.poll() is not None:
+                    break
+                if time.monotonic() > deadline:
+                    hint = diagnose_hang(folder)
+                    stop(proc, folder)
+                    killed = True
+                    break
+                time.sleep(0.05)
+        rc = proc.wait()
+    except BaseException:
+        stop(proc, folder)
+        raise
+    finally:
+        _kill_ranks(folder)  # nothing of this run may outlive it
+    log.seek(0, os.SEEK_END)
+    size = log.tell()
+    log.seek(max(0, size - 20000))
+    tail = log.read().decode("utf-8", "replace")
+    log.close()
+    if not killed and rc != 0:
+        hint = first_failure(tail, folder)
+    for ev in held:
+        if hint and ev.get("event") == "setup_error":
+            ev = ev | {"reason": f"{hint}; then {ev['reason']}"}
+        events.append(ev)
+        if on_event:
+            on_event(ev)
+    if hint:
+        tail = tail.rstrip("\n") + "\n" + HINT_PREFIX + hint + "\n"
+    return events, killed, rc, tail
+
+
+def _join_prefix(job: dict) -> str:
+    """A store prefix every rank's runner computes alike: the job id and how many workloads came before."""
+    global _join_count, _store
+    _join_count += 1
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") != "True" and os.environ.get("RANK") == "0" and _store is None:
+        import torch.distributed as dist
+
+        _store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), is_master=True,
+                               wait_for_workers=False)
+    run_id = os.environ.get("TORCHELASTIC_RUN_ID") or os.environ.get("SLURM_JOB_ID") or "job"
+    return f"gapbench/{run_id}/{_join_count}/{job['workload']}/"
+
+
+# ---- stopping and naming ----------------------------------------------------------------------
+
+def rank_status(folder: str) -> dict[int, dict]:
+    out = {}
+    for name in os.listdir(folder):
+        m = re.fullmatch(r"rank(\d+)\.json", name)
+        if m:
+            try:
+                with open(os.path.join(folder, name)) as f:
+                    out[int(m.group(1))] = json.load(f)
+            except (OSError, ValueError):
+                pass
+    return dict(sorted(out.items()))
+
+
+def stop(proc: subprocess.Popen, folder: str) -> None:
+    """Ask the launcher to stop its ranks (SIGTERM), then kill it, its group and every rank left."""
+    try:
+        os.killpg(proc.pid, signal.SIGTERM)
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+    _kill_ranks(folder)
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _kill_ranks(folder: str) -> None:
+    """The launcher starts each rank in its own session: kill each rank's group by the pid it recorded."""
+    for st in rank_status(folder).values():
+        pid = st.get("pid")
+        if not pid or pid == os.getpid():
+            continue
+        for kill in (os.killpg, os.kill):
+            try:
+                kill(pid, signal.SIGKILL)
+                break
+            except (ProcessLookupError, PermissionError):
+                continue
+
+
+_FAILURE = re.compile(r"host\s*:\s*(?P<host>\S+)\s*\n\s*rank\s*:\s*(?P<rank>\d+)\s*\(local_rank:\s*(?P<local>\d+)\)"
+                      r"\s*\n\s*exitcode\s*:\s*(?P<code>-?\d+)")
+
+
+def first_failure(log: str, folder: str) -> str:
+    """Which rank failed first, from the launcher's failure summary and the ranks' status files.
+
+    A rank that lost a peer fails after it by exception (its status says 'failed: …'); the rank that
+    died by a signal, or exited without recording a failure, is the cause.
+    """
+    status = rank_status(folder)
+    found = [m.groupdict() for m in _FAILURE.finditer(log)]
+    if not found:
+        dead = [r for r, st in status.items() if not str(st.get("phase", "")).startswith(("failed", "done"))]
+        return f"rank {dead[0]} stopped unexpectedly (phase: {status[dead[0]].get('phase')})" if dead else ""
+
+    def cause_rank(f: dict) -> tuple:
+        code = int(f["code"])
+        phase = str(status.get(int(f["rank"]), {}).get("phase", ""))
+        return (0 if code < 0 else 1 if not phase.startswith("failed") else 2, int(f["rank"]))
+
+    f = min(found, key=cause_rank)
+    code = int(f["code"])
+    if code < 0:
+        try:
+            how = f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            how = f"killed by signal {-code}"
+        if code == -signal.SIGKILL:
+            how += " (an external kill or the out-of-memory killer)"
+    else:
+        phase = status.get(int(f["rank"]), {}).get("phase", "")
+        how = f"exited with code {code}" + (f" ({phase})" if phase else "")
+    others = sorted({int(x["rank"]) for x in found} - {int(f["rank"])})
+    text = f"rank {f['rank']} (local rank {f['local']}, host {f['host']}) {how}"
+    if others:
+        text += f"; rank(s) {', '.join(map(str, others))} failed after it"
+    return text
+
+
+def diagnose_hang(folder: str, wait_s: float = 1.0) -> str:
+    """Name the rank(s) holding the others up: ask each for its stack and look at its heartbeat."""
+    status = rank_status(folder)
+    if not status:
+        return "no rank reported in before the time limit (stuck in start-up or rendezvous)"
+    now = time.time()
+    for st in status.values():
+        try:
+            os.kill(int(st["pid"]), signal.SIGUSR1)
+        except (ProcessLookupError, PermissionError, KeyError, ValueError):
+            pass
+    time.sleep(wait_s)
+    stale, outside, inside = [], [], []
+    for r, st in status.items():
+        where = _top_frames(os.path.join(folder, f"rank{r}.stack"), st.get("thread"))
+        if now - float(st.get("t", 0)) > HEARTBEAT_STALE_S:
+            stale.append(f"rank {r} (pid {st.get('pid')}) stopped responding {now - st.get('t', now):.0f} s ago "
+                         f"(phase: {st.get('phase')})")
+        elif where and not any("torch/distributed" in fr for fr in where):
+            outside.append(f"rank {r} is busy outside any collective, at {where[0]}")
+        elif where:
+            inside.append(r)
+    parts = stale + outside
+    if parts and inside:
+        parts.append(f"rank(s) {', '.join(map(str, inside))} wait for it inside torch.distributed")
+    if not parts:
+        phases = {r: st.get("phase") for r, st in status.items()}
+        parts = [f"no single rank stands out; phases: {phases}"]
+    return "; ".join(parts)
+
+
+def _top_frames(path: str, thread: str | None = None) -> list[str]:
+    """Frames of `thread` (default: the first) in the last faulthandler dump in path, innermost first,
+    as 'function (file:line)'."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            text = f.read()
+    except OSError:
+        return []
+    blocks: list[tuple[str, list[str]]] = []
+    for line in text.splitlines():
+        head = re.match(r"(?:Current thread|Thread) (0x[0-9a-f]+)", line)
+        if head:
+            blocks.append((head.group(1), []))
+            continue
+        m = re.match(r'\s*File "(.+)", line (\d+) in (\S+)', line)
+        if m and blocks:
+            blocks[-1][1].append(f"{m.group(3)} ({m.group(1)}:{m.group(2)})")
+    if thread:
+        mine = [frames for tid, frames in blocks if int(tid, 16) == int(thread, 16)]
+        return mine[-1] if mine else []
+    return blocks[-1][1] if blocks else []
+
+
+def external_rank() -> int | None:
+    """RANK when this gapbench process is one rank of an external launcher's job, else None."""
+    return int(os.environ["RANK"]) if under_launcher() else None
+
+
+def check_nproc(nproc: int, device) -> None:
+    """--nproc N must be at least 1 and, on an accelerator, at most the number of devices of this host."""
+    from gapbench.errors import GapbenchError
+
+    if nproc < 1:
+        raise GapbenchError(f"--nproc must be at least 1, not {nproc}")
+    if not device.is_cpu and nproc > device.count:
+        raise GapbenchError(f"--nproc {nproc}: only {device.count} {device.type} device(s) on this host "
+                            "(one rank per device); for more, run on several nodes under torchrun")
+    if device.type == "mps" and nproc > 1:
+        raise GapbenchError("--nproc above 1 needs several devices; MPS has one")
