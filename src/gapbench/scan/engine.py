@@ -1,0 +1,169 @@
+"""Scan files: decide what each file is, read it safely, run the matching rules, apply suppressions.
+
+Workers (a fork pool for big trees) each build the compiled rules once; a file is read, never imported.
+"""
+
+from __future__ import annotations
+
+import ast
+import fnmatch
+import multiprocessing
+import re
+import warnings
+from collections.abc import Iterable
+
+from gapbench.scan.findings import FileResult, Finding, Note
+from gapbench.scan.match_python import PythonRules, _short
+from gapbench.scan.match_text import CPP_CUDA_HINT, TextRules, mask_c_comments, mask_hash_comments
+from gapbench.scan.rules import RuleSet, load_rules
+from gapbench.scan.walker import Entry
+
+PY_EXT = (".py", ".pyi", ".pyw")
+CUDA_EXT = (".cu", ".cuh")
+CPP_EXT = (".c", ".cc", ".cpp", ".cxx", ".c++", ".h", ".hh", ".hpp", ".hxx", ".inl", ".ipp", ".tpp")
+DEPS_NAMES = ("requirements*.txt", "*-requirements*.txt", "*_requirements*.txt", "requirements*.in",
+              "constraints*.txt", "pyproject.toml", "setup.py", "setup.cfg", "environment*.yml",
+              "environment*.yaml", "conda*.yml", "conda*.yaml", "pipfile")
+BUILD_NAMES = ("dockerfile*", "containerfile*", "*.dockerfile", "makefile", "gnumakefile", "*.mk", "*.make",
+               "cmakelists.txt", "*.cmake", "jenkinsfile", "*.sh", "*.bash", "*.zsh", "*.ksh", "*.yml", "*.yaml",
+               ".env", "*.env", ".envrc", "*.slurm", "*.sbatch", "*.pbs")
+BINARY_SNIFF = 8192
+SUPPRESS = re.compile(r"gapbench:\s*ignore(?:\[([^\]]*)\])?")
+
+
+def kinds_of(rel: str) -> tuple[str, ...]:
+    """Which matchers a file goes through, from its name alone ('cpp?' means: if it includes CUDA headers)."""
+    name = rel.rsplit("/", 1)[-1].lower()
+    kinds = []
+    if name.endswith(PY_EXT):
+        kinds.append("python")
+    if name.endswith(CUDA_EXT):
+        kinds.append("cpp")
+    elif name.endswith(CPP_EXT):
+        kinds.append("cpp?")
+    if any(fnmatch.fnmatchcase(name, g) for g in DEPS_NAMES) or (
+            "/requirements/" in f"/{rel.lower()}" and name.endswith((".txt", ".in"))):
+        kinds.append("deps")
+    if any(fnmatch.fnmatchcase(name, g) for g in BUILD_NAMES):
+        kinds.append("build")
+    return tuple(kinds)
+
+
+class Matcher:
+    """Everything compiled that a worker needs."""
+
+    def __init__(self, ruleset: RuleSet, max_bytes: int):
+        self.ruleset = ruleset
+        self.python = PythonRules(ruleset)
+        self.text = TextRules(ruleset)
+        self.max_bytes = max_bytes
+
+    def scan_file(self, entry: Entry, kinds: tuple[str, ...]) -> FileResult:
+        res = FileResult([], [])
+        if entry.size > self.max_bytes:
+            res.skipped = f"larger than the size limit ({entry.size:,} > {self.max_bytes:,} bytes)"
+            return res
+        try:
+            with open(entry.path, "rb") as f:
+                data = f.read(self.max_bytes + 1)
+        except OSError as e:
+            res.skipped = f"cannot read: {e.strerror}"
+            return res
+        if len(data) > self.max_bytes:
+            res.skipped = f"larger than the size limit (> {self.max_bytes:,} bytes)"
+            return res
+        if b"\x00" in data[:BINARY_SNIFF]:
+            res.skipped = "binary (contains NUL bytes)"
+            return res
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            text = data.decode("utf-8", errors="replace")
+            res.notes.append(Note(entry.rel, f"not UTF-8 (byte {e.start}): decoded with replacement characters"))
+        res.scanned, res.bytes = True, len(data)
+        raw: list[tuple[str, int, int, str]] = []   # rule id, line, 0-based col, text
+        name = entry.rel.rsplit("/", 1)[-1]
+        if "python" in kinds and self.python.worth_parsing(text):
+            raw += self._python(entry.rel, text, res)
+        if "cpp" in kinds or ("cpp?" in kinds and CPP_CUDA_HINT.search(text)):
+            masked = mask_c_comments(text)
+            raw += [(m.rule.id, m.line, m.col, m.text) for m in self.text.match("cpp", name, masked)]
+        for kind in ("deps", "build"):
+            if kind in kinds:
+                masked = mask_hash_comments(text)
+                raw += [(m.rule.id, m.line, m.col, m.text) for m in self.text.match(kind, name, masked)]
+        if raw:
+            res.findings, res.suppressed = _apply_suppressions(entry.rel, text, raw)
+        return res
+
+    def _python(self, rel: str, text: str, res: FileResult) -> list[tuple[str, int, int, str]]:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")     # invalid escape sequences etc. in the scanned code
+                tree = ast.parse(text, filename=rel)
+        except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
+            where = f" at line {e.lineno}" if isinstance(e, SyntaxError) and e.lineno else ""
+            res.notes.append(Note(rel, f"Python does not parse ({e.__class__.__name__}{where}): "
+                                       "fell back to a text scan, findings are approximate"))
+            matches = self.python.fallback(text)
+        else:
+            try:
+                matches = self.python.match(tree, text)
+            except RecursionError:
+                res.notes.append(Note(rel, "Python too deeply nested to walk: fell back to a text scan"))
+                matches = self.python.fallback(text)
+        return [(m.rule.id, m.line, m.col, m.text) for m in matches]
+
+
+def _apply_suppressions(rel: str, text: str, raw) -> tuple[list[Finding], int]:
+    lines = None
+    out, suppressed, seen = [], 0, set()
+    for rule, line, col, shown in raw:
+        key = (line, col, rule)
+        if key in seen:
+            continue
+        seen.add(key)
+        if "gapbench:" in text:
+            if lines is None:
+                lines = text.splitlines()
+            src = lines[line - 1] if 0 < line <= len(lines) else ""
+            m = SUPPRESS.search(src)
+            if m and (m.group(1) is None or any(fnmatch.fnmatchcase(rule, g.strip())
+                                                for g in m.group(1).split(",") if g.strip())):
+                suppressed += 1
+                continue
+        out.append(Finding(rel, line, col + 1, rule, _short(shown)))
+    return out, suppressed
+
+
+# ---------------------------------------------------------------- running over many files
+
+_WORKER: Matcher | None = None
+
+
+def _init_worker(rule_files: tuple[str, ...], max_bytes: int):
+    global _WORKER
+    _WORKER = Matcher(load_rules(rule_files[1:]), max_bytes)
+
+
+def _scan_chunk(chunk: list[tuple[Entry, tuple[str, ...]]]) -> list[tuple[Entry, FileResult]]:
+    return [(e, _WORKER.scan_file(e, k)) for e, k in chunk]
+
+
+def scan_entries(items: list[tuple[Entry, tuple[str, ...]]], ruleset: RuleSet, max_bytes: int,
+                 jobs: int) -> Iterable[tuple[Entry, FileResult]]:
+    """(entry, result) for every item, in order; a pool of `jobs` forked workers when jobs > 1."""
+    if jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        m = Matcher(ruleset, max_bytes)
+        for e, k in items:
+            yield e, m.scan_file(e, k)
+        return
+    size = max(16, min(256, len(items) // (jobs * 8) or 1))
+    chunks = [items[i:i + size] for i in range(0, len(items), size)]
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(jobs, initializer=_init_worker, initargs=(ruleset.files, max_bytes)) as pool:
+        for part in pool.imap(_scan_chunk, chunks):
+            yield from part
+
+
+

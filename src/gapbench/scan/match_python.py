@@ -1,0 +1,321 @@
+"""Python rules by parsing with `ast` (the scanned code is never imported or run), and a text fallback."""
+
+from __future__ import annotations
+
+import ast
+import re
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass
+
+from gapbench.scan.rules import Rule, RuleSet
+
+_KEY_PARTS = ("cuda", "cudnn", "nccl", "nvtx")
+_STRING_LITERAL = re.compile(r"""(?P<q>'''|\"\"\"|'|")(?P<body>(?:\\.|(?!(?P=q)).)*?)(?P=q)""", re.DOTALL)
+
+
+def _hint_for(name: str) -> str:
+    """A substring that any file resolving to `name` must contain (every part of a dotted name appears in the
+    file, in an import or an attribute); the CUDA-looking part is the rarest."""
+    parts = name.split(".")
+    for p in parts:
+        if any(k in p.lower() for k in _KEY_PARTS):
+            return p
+    return parts[-1]
+
+
+@dataclass
+class PythonMatch:
+    rule: Rule
+    line: int
+    col: int    # 0-based character column
+    text: str
+
+
+class PythonRules:
+    """The python-* rules indexed for lookup, with the substrings that say whether parsing is worth it."""
+
+    def __init__(self, ruleset: RuleSet):
+        self.attr: dict[str, Rule] = {}
+        self.imports: dict[str, Rule] = {}
+        self.methods: dict[str, Rule] = {}
+        self.strings: list[Rule] = []
+        hints: set[str] = set()
+        # (literal, confirming regex or None): a file is parsed only when some literal occurs (a fast `in`)
+        # and its regex, if any, matches. An import rule needs its top module after `import` or `from`.
+        gates: dict[str, re.Pattern | None] = {}
+        always = False
+        for r in ruleset.rules.values():
+            if "python-attr" in r.kinds:
+                for m in r.match:
+                    self.attr[m] = r
+                    h = r.keyword.split("_")[0] if r.keyword else _hint_for(m)
+                    hints.add(h)
+                    gates[h] = None
+            if "python-import" in r.kinds:
+                for m in r.match:
+                    self.imports[m] = r
+                    head = m.split(".")[0]
+                    hints.add(head)
+                    if head not in gates:
+                        gates[head] = re.compile(r"\b(?:from|import)\s+" + re.escape(head) + r"\b")
+            if "python-method" in r.kinds:
+                for m in r.match:
+                    self.methods[m] = r
+                    hints.add(m)
+                    gates[m] = None
+            if "python-string" in r.kinds:
+                self.strings.append(r)
+                if r.hint:
+                    hints.update(r.hint)
+                    gates.update({h: None for h in r.hint})
+                else:
+                    always = True
+        self.hints = tuple(sorted(hints))
+        self.gates = sorted(gates.items())
+        # Cheapest first test: lower-cased literals, none containing another (most files fail it).
+        lows = sorted({h.lower() for h in hints}, key=len)
+        self._quick = tuple(h for i, h in enumerate(lows) if not any(o in h for o in lows[:i]))
+        self.always = always
+        alternation = "|".join(map(re.escape, sorted(self.hints, key=len, reverse=True)))
+        # Lines worth walking: a hint, an import, or any string constant when a string rule has no hint.
+        self._walk_rx = re.compile(alternation + "|import" + ("|['\"]" if always else ""))
+        self._fallback = self._fallback_patterns()
+
+    def worth_parsing(self, text: str) -> bool:
+        if self.always:
+            return True
+        low = text.lower()
+        if not any(q in low for q in self._quick):
+            return False
+        return any(lit in text and (rx is None or rx.search(text)) for lit, rx in self.gates)
+
+    @staticmethod
+    def _longest(table: dict[str, Rule], dotted: str) -> tuple[str, Rule] | None:
+        name = dotted
+        while True:
+            if name in table:
+                return name, table[name]
+            if "." not in name:
+                return None
+            name = name.rsplit(".", 1)[0]
+
+    def strings_for(self, text: str) -> list[Rule]:
+        return [r for r in self.strings if not r.hint or any(h in text for h in r.hint)]
+
+    # ---------------------------------------------------------------- the text fallback (syntax errors)
+
+    def _fallback_patterns(self) -> list[tuple[Rule, re.Pattern]]:
+        out = []
+        for dotted, r in self.attr.items():
+            out.append((r, re.compile(r"(?<![\w.])" + re.escape(dotted) + r"\b")))
+        for mod, r in self.imports.items():
+            head, _, last = mod.rpartition(".")
+            alts = [r"^\s*import\s+" + re.escape(mod) + r"\b", r"^\s*from\s+" + re.escape(mod) + r"\b"]
+            if head:
+                alts.append(r"^\s*from\s+" + re.escape(head) + r"\s+import\s+[^#\n]*\b" + re.escape(last) + r"\b")
+            out.append((r, re.compile("|".join(alts), re.MULTILINE)))
+        for name, r in self.methods.items():
+            out.append((r, re.compile(r"\." + re.escape(name) + (r"\s*\(" if r.call else r"\b"))))
+        return out
+
+    def fallback(self, text: str) -> list[PythonMatch]:
+        """Regex approximations of the python rules, for a file that does not parse."""
+        found: list[PythonMatch] = []
+        starts = _line_starts(text)
+        for r, rx in self._fallback:
+            for m in rx.finditer(text):
+                line, col = _position(starts, m.start())
+                found.append(PythonMatch(r, line, col, m.group(0).strip()))
+        strings = self.strings_for(text)
+        if strings:
+            for m in _STRING_LITERAL.finditer(text):
+                body = m.group("body")
+                for r in strings:
+                    if r.regex.search(body):
+                        line, col = _position(starts, m.start())
+                        found.append(PythonMatch(r, line, col, _short(m.group(0))))
+        return found
+
+    # ---------------------------------------------------------------- the AST matcher
+
+    def match(self, tree: ast.AST, text: str) -> list[PythonMatch]:
+        """Findings in a parsed file. Only statements on lines that hold a hint or an import are walked:
+        any name a rule can resolve has its CUDA-looking part on such a line, or behind an import alias
+        (the lines using such an alias are walked in a second, equally pruned pass)."""
+        aliases: dict[str, str] = {}
+        found: list[PythonMatch] = []
+        lines = text.splitlines()
+        starts = _line_starts(text)
+
+        def col(lineno: int, byte_col: int) -> int:
+            # ast columns count UTF-8 bytes; findings count characters.
+            if 0 < lineno <= len(lines):
+                s = lines[lineno - 1]
+                if not s.isascii():
+                    return len(s.encode("utf-8")[:byte_col].decode("utf-8", errors="replace"))
+            return byte_col
+
+        def add(rule: Rule, lineno: int, byte_col: int, shown: str):
+            found.append(PythonMatch(rule, lineno, col(lineno, byte_col), _short(shown)))
+
+        nodes = _pruned_walk(tree, _lines_of(self._walk_rx, text, starts))
+        # Imports first (flow-insensitive: an alias anywhere in the file counts everywhere).
+        for node in nodes:
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.asname:
+                        aliases[a.asname] = a.name
+                    else:
+                        top = a.name.split(".")[0]
+                        aliases[top] = top
+                    hit = self._longest(self.imports, a.name) or self._longest(self.attr, a.name)
+                    if hit and not hit[1].keyword:
+                        add(hit[1], a.lineno, a.col_offset, f"import {a.name}")
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                for a in node.names:
+                    if a.name == "*":
+                        continue
+                    full = f"{node.module}.{a.name}"
+                    aliases[a.asname or a.name] = full
+                    hit = (self._longest(self.imports, full) or self._longest(self.attr, full))
+                    if hit and not hit[1].keyword:
+                        add(hit[1], a.lineno, a.col_offset, f"from {node.module} import {a.name}")
+        hidden = [k for k, q in aliases.items() if k != q and not any(h in k for h in self.hints)
+                  and any(h in q for h in self.hints)]
+        if hidden:
+            rx = re.compile(r"\b(?:" + "|".join(map(re.escape, hidden)) + r")\b")
+            seen = {id(n) for n in nodes}
+            nodes += [n for n in _pruned_walk(tree, _lines_of(rx, text, starts)) if id(n) not in seen]
+
+        docstrings: set[int] = set()
+        strings = self.strings_for(text)
+        handled: set[int] = set()
+        for node in nodes:
+            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+                body = node.body
+                if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                    docstrings.add(id(body[0].value))
+            elif isinstance(node, ast.Call):
+                f = node.func
+                dotted = _dotted(f)
+                q = _qualify(dotted, aliases) if dotted else None
+                if q:
+                    hit = self._longest(self.attr, q)
+                    if hit and hit[1].keyword:
+                        handled.add(id(f))
+                        if any(k.arg == hit[1].keyword for k in node.keywords):
+                            add(hit[1], f.lineno, f.col_offset, dotted)
+                if isinstance(f, ast.Attribute) and f.attr in self.methods and id(f) not in handled:
+                    r = self.methods[f.attr]
+                    if r.call and not q:
+                        handled.add(id(f))
+                        add(r, f.end_lineno, f.end_col_offset - len(f.attr), f".{f.attr}()")
+            elif isinstance(node, (ast.Attribute, ast.Name)):
+                if id(node) in handled:
+                    continue
+                dotted = _dotted(node)
+                if dotted is None:
+                    continue
+                # Only the outermost node of a chain reports; mark the inner ones.
+                inner = node.value if isinstance(node, ast.Attribute) else None
+                while isinstance(inner, ast.Attribute):
+                    handled.add(id(inner))
+                    inner = inner.value
+                if inner is not None:
+                    handled.add(id(inner))
+                q = _qualify(dotted, aliases)
+                if q:
+                    hit = self._longest(self.attr, q)
+                    if hit and not hit[1].keyword:
+                        add(hit[1], node.lineno, node.col_offset, dotted)
+                elif isinstance(node, ast.Attribute) and node.attr in self.methods:
+                    r = self.methods[node.attr]
+                    if not r.call:
+                        add(r, node.end_lineno, node.end_col_offset - len(node.attr), f".{node.attr}")
+            elif strings and isinstance(node, ast.Constant) and isinstance(node.value, str):
+                if id(node) in docstrings:
+                    continue
+                for r in strings:
+                    if r.regex.search(node.value):
+                        add(r, node.lineno, node.col_offset, repr(node.value))
+        return found
+
+
+def _lines_of(rx: re.Pattern, text: str, starts: list[int]) -> list[int]:
+    """Sorted line numbers (1-based) holding a match of rx."""
+    out: list[int] = []
+    for m in rx.finditer(text):
+        line = bisect_right(starts, m.start())
+        if not out or out[-1] != line:
+            out.append(line)
+    return out
+
+
+def _pruned_walk(tree: ast.AST, lines: list[int]) -> list[ast.AST]:
+    """Nodes in pre-order (a parent before its children), skipping every node whose line range holds none of
+    `lines`. Nodes without a position (module, contexts, operators) are always entered."""
+    out: list[ast.AST] = []
+    if not lines:
+        return out
+    stack = [tree]
+    last = len(lines)
+    while stack:
+        node = stack.pop()
+        out.append(node)
+        children = []
+        for name in node._fields:
+            v = getattr(node, name, None)
+            if isinstance(v, ast.AST):
+                children.append(v)
+            elif isinstance(v, list):
+                children.extend(c for c in v if isinstance(c, ast.AST))
+        for c in reversed(children):
+            ln = getattr(c, "lineno", None)
+            if ln is not None:
+                i = bisect_left(lines, ln)
+                if i == last or lines[i] > (c.end_lineno or ln):
+                    continue
+            stack.append(c)
+    return out
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _qualify(dotted: str, aliases: dict[str, str]) -> str | None:
+    """The full module path of a dotted name whose first part was imported, else None (a local variable)."""
+    head, _, rest = dotted.partition(".")
+    base = aliases.get(head)
+    if base is None:
+        if head != "torch":     # `torch` used without an import we saw (star import, exec'd snippet): still torch
+            return None
+        base = "torch"
+    return f"{base}.{rest}" if rest else base
+
+
+def _short(s: str, limit: int = 120) -> str:
+    s = " ".join(s.split())
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def _line_starts(text: str) -> list[int]:
+    starts = [0]
+    i = text.find("\n")
+    while i >= 0:
+        starts.append(i + 1)
+        i = text.find("\n", i + 1)
+    return starts
+
+
+def _position(starts: list[int], offset: int) -> tuple[int, int]:
+    """1-based line and 0-based column of a character offset."""
+    i = bisect_right(starts, offset) - 1
+    return i + 1, offset - starts[i]

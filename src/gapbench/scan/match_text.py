@@ -1,0 +1,63 @@
+"""Regex rules over text files: dependency files, CUDA C/C++ and build/run files."""
+
+from __future__ import annotations
+
+import fnmatch
+import re
+from dataclasses import dataclass
+
+from gapbench.scan.match_python import _line_starts, _position, _short
+from gapbench.scan.rules import Rule, RuleSet
+
+# A C/C++ file counts as CUDA code when it includes a CUDA-stack header or holds device code.
+CPP_CUDA_HINT = re.compile(
+    r'#\s*include\s*[<"][^>"\n]*(?:cuda|cublas|cudnn|cufft|cusparse|curand|nccl|cutlass|cute/|cub/|thrust/|nvrtc'
+    r'|nvml|nvtx|mma\.h|cooperative_groups)[^>"\n]*[>"]|\b__global__\b|<<<')
+# Comments in C/C++ (string literals are matched so that a "//" inside one is left alone; PTX lives there).
+_C_COMMENT_OR_STRING = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.DOTALL)
+_HASH_COMMENT_LINE = re.compile(r"^[ \t]*#(?![ \t]*include)[^\n]*", re.MULTILINE)
+
+
+def _blank(m: re.Match) -> str:
+    s = m.group(0)
+    return re.sub(r"[^\n]", " ", s)
+
+
+def mask_c_comments(text: str) -> str:
+    """The text with C/C++ comments replaced by spaces (same length, same line breaks)."""
+    return _C_COMMENT_OR_STRING.sub(lambda m: m.group(0) if m.group(0)[0] in "\"'" else _blank(m), text)
+
+
+def mask_hash_comments(text: str) -> str:
+    """The text with whole-line '#' comments blanked (shell, YAML, requirements, Dockerfile, CMake)."""
+    if "#" not in text:
+        return text
+    return _HASH_COMMENT_LINE.sub(lambda m: m.group(0) if m.group(0).lstrip().startswith("#!") else _blank(m), text)
+
+
+@dataclass
+class TextMatch:
+    rule: Rule
+    line: int
+    col: int    # 0-based
+    text: str
+
+
+class TextRules:
+    def __init__(self, ruleset: RuleSet):
+        self.by_kind = {k: ruleset.of_kind(k) for k in ("deps", "cpp", "build")}
+
+    def match(self, kind: str, name: str, masked: str, starts: list[int] | None = None) -> list[TextMatch]:
+        found = []
+        starts = starts or _line_starts(masked)
+        for r in self.by_kind[kind]:
+            if r.files and not any(fnmatch.fnmatchcase(name, g) for g in r.files):
+                continue
+            if r.hint and not any(h in masked for h in r.hint):
+                continue
+            for m in r.regex.finditer(masked):
+                if not m.group(0).strip():
+                    continue
+                line, col = _position(starts, m.start())
+                found.append(TextMatch(r, line, col, _short(m.group(0))))
+        return found

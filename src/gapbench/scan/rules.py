@@ -1,0 +1,146 @@
+"""The scan rules: loaded from rules.toml (package data) and optional user files, checked, compiled once."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+from gapbench.errors import GapbenchError
+
+TARGETS = ("rocm", "npu", "xpu")
+TARGET_NAMES = {"rocm": "AMD ROCm", "npu": "Huawei Ascend NPU", "xpu": "Intel XPU"}
+# Ordered from harmless to worst; the index is the severity.
+VERDICTS = ("works", "auto", "manual", "blocker")
+VERDICT_HELP = {
+    "works": "runs as is on the target",
+    "auto": "a mechanical change (rename, different wheel, a tool such as hipify or transfer_to_npu)",
+    "manual": "an equivalent exists but a person must port and check it",
+    "blocker": "no equivalent on the target: rewrite, redesign or drop the feature",
+}
+PYTHON_KINDS = ("python-attr", "python-method", "python-string", "python-import")
+TEXT_KINDS = ("deps", "cpp", "build")
+KINDS = PYTHON_KINDS + TEXT_KINDS
+DEFAULT_RULES = Path(__file__).with_name("rules.toml")
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    kinds: tuple[str, ...]
+    message: str
+    fix: str
+    reference: str
+    verdicts: dict[str, str]
+    match: tuple[str, ...] = ()          # dotted names (python-attr/-import) or attribute names (python-method)
+    pattern: str = ""                    # regex (python-string and text kinds)
+    keyword: str = ""                    # python-attr: only calls that pass this keyword
+    call: bool = True                    # python-method: only when called
+    files: tuple[str, ...] = ()          # text kinds: only files whose name matches one of these globs
+    hint: tuple[str, ...] = ()           # the rule is tried only where one of these substrings occurs
+    regex: re.Pattern | None = field(default=None, compare=False, repr=False)
+
+    def severity(self, target: str) -> int:
+        return VERDICTS.index(self.verdicts[target])
+
+    def worst(self, targets) -> str:
+        return max((self.verdicts[t] for t in targets), key=VERDICTS.index)
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    rules: dict[str, Rule]
+    source: str
+    date: str
+    effort: dict
+    files: tuple[str, ...]
+
+    def of_kind(self, kind: str) -> list[Rule]:
+        return [r for r in self.rules.values() if kind in r.kinds]
+
+
+def _as_tuple(value, what: str) -> tuple[str, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise GapbenchError(f"{what}: expected a string or a list of strings")
+
+
+def _rule_from_table(t: dict, where: str) -> Rule:
+    rid = t.get("id")
+    if not isinstance(rid, str) or not re.fullmatch(r"[a-z0-9][a-z0-9-]*", rid):
+        raise GapbenchError(f"{where}: rule id must be lower-case letters, digits and dashes, got {rid!r}")
+    where = f"{where}: rule {rid}"
+    kinds = _as_tuple(t.get("kind"), f"{where}: kind")
+    if not kinds or any(k not in KINDS for k in kinds):
+        raise GapbenchError(f"{where}: kind must be one or more of {', '.join(KINDS)}, got {t.get('kind')!r}")
+    for key in ("message", "fix", "reference"):
+        if not isinstance(t.get(key), str) or not t[key].strip():
+            raise GapbenchError(f"{where}: '{key}' is required")
+    verdicts = t.get("verdict")
+    if not isinstance(verdicts, dict) or set(verdicts) != set(TARGETS) or any(v not in VERDICTS
+                                                                              for v in verdicts.values()):
+        raise GapbenchError(f"{where}: verdict must give one of {'/'.join(VERDICTS)} for each of "
+                            f"{', '.join(TARGETS)}")
+    match = _as_tuple(t.get("match"), f"{where}: match")
+    pattern = t.get("pattern", "")
+    needs_match = {"python-attr", "python-method", "python-import"} & set(kinds)
+    if needs_match and not match:
+        raise GapbenchError(f"{where}: kind {sorted(needs_match)[0]} needs 'match'")
+    if set(kinds) - {"python-attr", "python-method", "python-import"} and not pattern:
+        raise GapbenchError(f"{where}: kind {'/'.join(kinds)} needs 'pattern'")
+    regex = None
+    if pattern:
+        try:
+            regex = re.compile(pattern, re.MULTILINE)
+        except re.error as e:
+            raise GapbenchError(f"{where}: bad pattern: {e}") from None
+    return Rule(id=rid, kinds=kinds, message=t["message"].strip(), fix=t["fix"].strip(),
+                reference=t["reference"].strip(), verdicts=dict(verdicts), match=match, pattern=pattern,
+                keyword=t.get("keyword", ""), call=bool(t.get("call", True)),
+                files=_as_tuple(t.get("files"), f"{where}: files"), hint=_as_tuple(t.get("hint"), f"{where}: hint"),
+                regex=regex)
+
+
+def _read(path: Path) -> dict:
+    try:
+        with open(path, "rb") as f:
+            return tomllib.load(f)
+    except OSError as e:
+        raise GapbenchError(f"{path}: cannot read rules file: {e.strerror}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise GapbenchError(f"{path}: not valid TOML: {e}") from None
+
+
+def load_rules(extra: list[str | Path] | tuple = ()) -> RuleSet:
+    """The packaged rules, then each extra file in order (a rule with the same id replaces the earlier one)."""
+    paths = [DEFAULT_RULES, *(Path(p) for p in extra)]
+    rules: dict[str, Rule] = {}
+    source = date = ""
+    effort: dict = {}
+    for path in paths:
+        data = _read(path)
+        if path == DEFAULT_RULES:
+            source, date = str(data.get("source", "")), str(data.get("date", ""))
+            effort = dict(data.get("effort", {}))
+        else:
+            effort.update(data.get("effort", {}))
+        tables = data.get("rule", [])
+        if not isinstance(tables, list):
+            raise GapbenchError(f"{path}: [[rule]] tables expected")
+        seen: set[str] = set()
+        for t in tables:
+            r = _rule_from_table(t, str(path))
+            if r.id in seen:
+                raise GapbenchError(f"{path}: rule id {r.id} appears twice")
+            seen.add(r.id)
+            rules[r.id] = r
+    return RuleSet(rules=rules, source=source, date=date, effort=effort, files=tuple(str(p) for p in paths))

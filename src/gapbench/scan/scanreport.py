@@ -1,0 +1,109 @@
+"""ScanReport: what a scan found, what it skipped, and the per-target summary; to_dict() is the JSON form."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from gapbench import __version__
+from gapbench.scan.effort import TargetSummary, nice_range, summarize
+from gapbench.scan.findings import Finding, Note
+from gapbench.scan.rules import TARGETS, VERDICTS, RuleSet
+from gapbench.scan.walker import Skipped
+
+SCHEMA = "gapbench.scan/1"
+
+
+@dataclass
+class ScanReport:
+    root: str
+    targets: tuple[str, ...]
+    findings: list[Finding]
+    skipped: list[Skipped]
+    notes: list[Note]
+    ruleset: RuleSet
+    files_seen: int = 0
+    files_scanned: int = 0
+    bytes_scanned: int = 0
+    suppressed: int = 0
+    elapsed_s: float = 0.0
+    summaries: dict[str, TargetSummary] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.findings.sort(key=lambda f: (-self.severity(f), f.path, f.line, f.column, f.rule))
+        self.summaries = {t: summarize(self.findings, self.ruleset, t) for t in self.targets}
+
+    def verdict(self, f: Finding, target: str) -> str:
+        return self.ruleset.rules[f.rule].verdicts[target]
+
+    def worst(self, f: Finding) -> str:
+        return self.ruleset.rules[f.rule].worst(self.targets)
+
+    def severity(self, f: Finding) -> int:
+        return VERDICTS.index(self.worst(f))
+
+    def fails(self, level: str) -> bool:
+        """True when any finding reaches `level` (manual or blocker) on a selected target."""
+        need = VERDICTS.index(level)
+        return any(self.severity(f) >= need for f in self.findings)
+
+    @property
+    def files_per_s(self) -> float:
+        return self.files_scanned / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    def rules_used(self) -> list[str]:
+        return sorted({f.rule for f in self.findings})
+
+    def to_dict(self) -> dict:
+        rules = self.ruleset.rules
+        return {
+            "schema": SCHEMA,
+            "gapbench_version": __version__,
+            "root": self.root,
+            "targets": list(self.targets),
+            "ruleset": {"source": self.ruleset.source, "date": self.ruleset.date, "rules": len(rules),
+                        "files": list(self.ruleset.files)},
+            "stats": {"files_seen": self.files_seen, "files_scanned": self.files_scanned,
+                      "files_skipped": len(self.skipped), "bytes_scanned": self.bytes_scanned,
+                      "findings": len(self.findings), "suppressed": self.suppressed,
+                      "elapsed_s": round(self.elapsed_s, 3), "files_per_s": round(self.files_per_s, 1)},
+            "summary": {t: _summary_dict(s) for t, s in self.summaries.items()},
+            "findings": [{
+                "path": f.path, "line": f.line, "column": f.column, "rule": f.rule,
+                "kind": list(rules[f.rule].kinds), "text": f.text, "message": rules[f.rule].message,
+                "verdicts": {t: rules[f.rule].verdicts[t] for t in self.targets},
+                "fix": rules[f.rule].fix, "reference": rules[f.rule].reference,
+            } for f in self.findings],
+            "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
+            "notes": [{"path": n.path, "note": n.note} for n in self.notes],
+        }
+
+
+def _summary_dict(s: TargetSummary) -> dict:
+    lo, hi = nice_range(*s.effort_days)
+    return {
+        "counts": s.counts,
+        "effort_person_days": {"low": lo, "high": hi},
+        "effort_basis": {"auto_files": s.auto_files, "manual_units": round(s.manual_units, 2),
+                         "blocker_units": round(s.blocker_units, 2),
+                         "weights": {k: s.weights[k] for k in sorted(s.weights)}},
+        "blockers": [{"rule": r.rule, "findings": r.findings, "files": r.files} for r in s.blockers],
+        "rules": [{"rule": r.rule, "verdict": r.verdict, "findings": r.findings, "files": r.files}
+                  for r in s.rules],
+    }
+
+
+def check_targets(targets) -> tuple[str, ...]:
+    from gapbench.errors import GapbenchError
+    out: list[str] = []
+    for t in targets:
+        for part in str(t).split(","):
+            part = part.strip().lower()
+            if not part:
+                continue
+            if part == "all":
+                out.extend(TARGETS)
+            elif part in TARGETS:
+                out.append(part)
+            else:
+                raise GapbenchError(f"unknown target {part!r} (choose from {', '.join(TARGETS)}, or all)")
+    return tuple(dict.fromkeys(out)) or TARGETS

@@ -1,0 +1,99 @@
+"""Find the files under a root: honours .gitignore, skips .git, never follows a symlink (it reports it)."""
+
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass
+
+from gapbench.scan.gitignore import Ignorer
+
+VCS_DIRS = frozenset({".git", ".hg", ".svn"})
+
+
+@dataclass(frozen=True)
+class Entry:
+    rel: str      # relative to the root, '/' separators
+    path: str     # absolute path
+    size: int
+
+
+@dataclass(frozen=True)
+class Skipped:
+    path: str     # relative to the root
+    reason: str
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _symlink_reason(path: str, root: str) -> str:
+    try:
+        st = os.stat(path)  # follows the link
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            return "symlink loop"
+        return "broken symlink"
+    target = os.path.realpath(path)
+    if not _inside(target, root):
+        return "symlink points outside the scanned root (not followed)"
+    what = "folder" if os.path.isdir(target) and not os.path.isfile(target) else "file"
+    del st
+    return f"symlink to a {what} inside the root (not followed; its real path is scanned)"
+
+
+def _read_small(path: str, limit: int = 1 << 20) -> str:
+    try:
+        with open(path, "rb") as f:
+            return f.read(limit).decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def walk(root: str, respect_gitignore: bool = True) -> tuple[list[Entry], list[Skipped]]:
+    """All regular files under root (sorted), and what was skipped on the way with the reason."""
+    root = os.path.realpath(root)
+    entries: list[Entry] = []
+    skipped: list[Skipped] = []
+    if os.path.isfile(root):
+        return [Entry(os.path.basename(root), root, os.path.getsize(root))], []
+    stack: list[tuple[str, str, Ignorer]] = [(root, "", Ignorer())]
+    while stack:
+        folder, rel_folder, ignorer = stack.pop()
+        try:
+            with os.scandir(folder) as it:
+                items = sorted(it, key=lambda e: e.name)
+        except OSError as e:
+            skipped.append(Skipped(rel_folder or ".", f"cannot read folder: {e.strerror}"))
+            continue
+        if respect_gitignore and any(e.name == ".gitignore" and e.is_file(follow_symlinks=False) for e in items):
+            ignorer = ignorer.with_file(rel_folder, _read_small(os.path.join(folder, ".gitignore")))
+        subdirs = []
+        for e in items:
+            rel = f"{rel_folder}/{e.name}" if rel_folder else e.name
+            if e.name in VCS_DIRS:
+                continue
+            try:
+                is_link = e.is_symlink()
+                is_dir = e.is_dir(follow_symlinks=False)
+            except OSError as err:
+                skipped.append(Skipped(rel, f"cannot stat: {err.strerror}"))
+                continue
+            if respect_gitignore and ignorer.ignored(rel, is_dir):
+                continue
+            if is_link:
+                skipped.append(Skipped(rel, _symlink_reason(e.path, root)))
+            elif is_dir:
+                subdirs.append((e.path, rel, ignorer))
+            elif e.is_file(follow_symlinks=False):
+                try:
+                    size = e.stat(follow_symlinks=False).st_size
+                except OSError as err:
+                    skipped.append(Skipped(rel, f"cannot stat: {err.strerror}"))
+                    continue
+                entries.append(Entry(rel, e.path, size))
+            else:
+                skipped.append(Skipped(rel, "not a regular file"))
+        stack.extend(reversed(subdirs))
+    return entries, skipped
