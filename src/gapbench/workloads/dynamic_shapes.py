@@ -97,11 +97,13 @@ class DynamicShapes(Workload):
         common = {"d_model": p["d_model"], "heads": p["heads"], "ff": p["ff"], "calls": len(stream),
                   "distinct_shapes": len(set(stream)), "dtype": "fp32"}
         # padded first: the varying variants report their ratio against it
-        return [Variant({"mode": mode, "shapes": shapes, **common}, flops=flops)
+        backend = str(ctx.options.get("compile_backend") or "inductor")
+        return [Variant({"mode": mode, "shapes": shapes, **common, **({"backend": backend} if mode == "compile" else {})},
+                        flops=flops)
                 for shapes in ("padded", "varying") for mode in ("eager", "compile")]
 
     def run(self, variant: Variant, ctx: Context) -> Measurement:
-        if variant.params["mode"] != "compile":
+        if variant.params["mode"] != "compile" or variant.params.get("backend", "inductor") != "inductor":
             return self._run(variant, ctx)
         with _cold_inductor_cache():  # kept for the whole variant: compiled artifacts live there
             return self._run(variant, ctx)
@@ -131,7 +133,7 @@ class DynamicShapes(Workload):
             metrics["padding_efficiency"] = tokens / (mb * mt * len(stream))
         fn = model
         if mode == "compile":
-            compiled = self._compile_first_pass(model, inputs, shapes, ctx)
+            compiled = self._compile_first_pass(model, inputs, shapes, ctx, variant.params.get("backend", "inductor"))
             if isinstance(compiled, str):
                 status = "unsupported" if _toolchain_missing(compiled) else "error"
                 return self.failed(variant, ctx, status, f"torch.compile failed: {compiled}")
@@ -179,18 +181,22 @@ class DynamicShapes(Workload):
                 metrics["speedup_vs_eager"] = tps / eager
         return self.throughput(variant, ctx, timing, tokens, metrics=metrics)
 
-    def _compile_first_pass(self, model: nn.Module, inputs, shapes: str, ctx: Context):
+    def _compile_first_pass(self, model: nn.Module, inputs, shapes: str, ctx: Context, backend: str):
         """Compile cold and run the stream once, timing each call. Returns (fn, outputs, metrics) or the error."""
         import torch._dynamo
 
         dynamic = shapes == "varying"
-        try:
-            import torch._inductor.compile_fx  # noqa: F401  (imports are process start-up, not compile cost)
-        except Exception as e:  # pragma: no cover - a broken install
-            return f"{e.__class__.__name__}: {e}"
+        if backend == "inductor":
+            try:
+                import torch._inductor.compile_fx  # noqa: F401  (imports are process start-up, not compile cost)
+            except Exception as e:  # a broken install
+                return f"{e.__class__.__name__}: {e}"
         torch._dynamo.reset()
         outs, times, compile_calls, frames = [], [], [], []
-        fn = torch.compile(model, dynamic=dynamic)
+        try:
+            fn = torch.compile(model, dynamic=dynamic, backend=backend)
+        except Exception as e:  # an unknown backend name fails here
+            return f"{e.__class__.__name__}: {_first_line(str(e))}"
         t_all = time.perf_counter()
         try:
             with torch.no_grad():
@@ -218,7 +224,8 @@ class DynamicShapes(Workload):
             "graph_breaks": graph_breaks,
             "first_pass_s": first_pass,
             "first_pass_call_s": times,
-            "compile_cache": "cold (empty temporary inductor cache)",
+            "backend": backend,
+            "compile_cache": "cold (empty temporary inductor cache)" if backend == "inductor" else "n/a",
             "_compile_calls": compile_calls,
         }
         return fn, outs, metrics
