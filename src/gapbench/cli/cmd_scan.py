@@ -1,0 +1,82 @@
+"""gapbench scan: find what ties a codebase to CUDA, judged per target, with an effort range."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+from gapbench.errors import GapbenchError
+
+HELP = "scan a codebase for CUDA lock-in: per-target verdicts (ROCm, Ascend NPU, Intel XPU) and effort"
+
+
+def add_arguments(p) -> None:
+    p.add_argument("path", help="folder (or file) to scan; its code is read, never imported or run")
+    p.add_argument("--target", "-t", action="append", default=[], metavar="TARGET",
+                   help="rocm, npu, xpu or all (repeat or comma-separate; default: all)")
+    p.add_argument("--format", "-f", default="table", metavar="FMT",
+                   help="table (default), json, md, html or sarif")
+    p.add_argument("--json", action="store_true", help="same as --format json")
+    p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+    p.add_argument("--fail-on", choices=("manual", "blocker"), metavar="LEVEL",
+                   help="exit 1 when a finding reaches LEVEL (manual or blocker) on a selected target")
+    p.add_argument("--max-size", default="2MB", metavar="SIZE",
+                   help="skip (and list) files larger than this (default 2MB; e.g. 500KB, 10MB)")
+    p.add_argument("--no-gitignore", action="store_true", help="also scan files that .gitignore excludes")
+    p.add_argument("--rules", action="append", default=[], metavar="FILE",
+                   help="extra rules file (TOML, same format as the packaged rules.toml); repeatable")
+    p.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
+                   help="worker processes (default: 2 for big trees)")
+    p.add_argument("--limit", type=int, default=40, metavar="N",
+                   help="findings shown in the terminal table (0 = all; other formats list all)")
+
+
+def parse_size(text: str) -> int:
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([kKmMgG]?)i?[bB]?\s*", text)
+    if not m:
+        raise GapbenchError(f"--max-size: cannot read {text!r} (use e.g. 500KB, 2MB)")
+    scale = {"": 1, "k": 1024, "m": 1024 ** 2, "g": 1024 ** 3}[m.group(2).lower()]
+    return int(float(m.group(1)) * scale)
+
+
+def main(args) -> int:
+    from gapbench.scan import scan
+    from gapbench.scan.render import FORMATS, render
+
+    fmt = "json" if args.json else args.format.lower()
+    if fmt == "markdown":
+        fmt = "md"
+    if fmt not in FORMATS:
+        raise GapbenchError(f"unknown format {args.format!r} (choose from {', '.join(FORMATS)})")
+    if not os.path.exists(args.path):
+        raise GapbenchError(f"{args.path}: no such file or folder")
+    if args.jobs is not None and args.jobs < 1:
+        raise GapbenchError("--jobs must be at least 1")
+    report = scan(args.path, targets=args.target or ("all",), max_bytes=parse_size(args.max_size),
+                  respect_gitignore=not args.no_gitignore, jobs=args.jobs, rules=args.rules)
+    out = render(report, fmt, limit=args.limit)
+    if fmt == "table":
+        from rich.console import Console
+        console = Console(file=open(args.output, "w", encoding="utf-8") if args.output else sys.stdout,
+                          width=160 if args.output else None)
+        for item in out:
+            console.print(item)
+        if args.output:
+            console.file.close()
+    elif args.output:
+        try:
+            with open(args.output, "w", encoding="utf-8") as f:
+                f.write(out)
+        except OSError as e:
+            raise GapbenchError(f"{args.output}: cannot write: {e.strerror}") from None
+    else:
+        sys.stdout.write(out)
+    if args.output:
+        print(f"wrote {args.output}", file=sys.stderr)
+    if args.fail_on and report.fails(args.fail_on):
+        from gapbench.scan.rules import VERDICTS
+        worst = sum(1 for f in report.findings if report.severity(f) >= VERDICTS.index(args.fail_on))
+        print(f"gapbench scan: {worst} finding(s) at or above '{args.fail_on}' (--fail-on)", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,194 @@
+"""CUDA C++ -> HIP, file by file, with torch.utils.hipify's mappings; everything else is copied unchanged.
+
+The output goes to a new folder (never over the input). What hipify left behind is reported: identifiers
+that still look like CUDA (cuda*/cu*/CU*/nv*/...), CUDA headers still included, and the scanner's
+manual/blocker findings for ROCm on the translated tree (warp size, inline PTX, tensor cores, ...).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from collections import Counter
+from dataclasses import dataclass, field
+
+from gapbench.errors import GapbenchError
+from gapbench.scan.engine import BINARY_SNIFF, kinds_of
+from gapbench.scan.findings import Note
+from gapbench.scan.match_text import _C_COMMENT_OR_STRING, CPP_CUDA_HINT
+from gapbench.scan.scanreport import ScanReport
+from gapbench.scan.walker import Skipped, walk
+
+PORT_TARGETS = ("rocm",)
+# Identifiers that still name CUDA after translation (outside comments and string literals).
+UNMAPPED = re.compile(r"\b(?:cuda[A-Za-z0-9_]*|CUDA[A-Za-z0-9_]*|cu[A-Z][A-Za-z0-9_]*|CU[A-Z][A-Za-z0-9_]*"
+                      r"|nv[A-Z][A-Za-z0-9_]*|NV[A-Z][A-Za-z0-9_]*|__nv_\w+|__CUDA\w*|cublas\w*|cudnn\w*"
+                      r"|cufft\w*|cusparse\w*|curand\w*|nvrtc\w*|nvtx\w*|nvcuda::\w+|nvml\w*)")
+CUDA_INCLUDE = re.compile(r'#\s*include\s*[<"]([^>"\n]*(?:cuda|cublas|cudnn|cufft|cusparse|curand|nvrtc|nvtx|nvml'
+                          r'|cutlass|cute/|mma\.h)[^>"\n]*)[>"]')
+_INCLUDE_LINE = re.compile(r"^[ \t]*#[ \t]*include[^\n]*", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class PortedFile:
+    source: str          # relative path in the input
+    output: str          # relative path in the output
+    changed: bool
+    kernel_launches: int
+
+
+@dataclass(frozen=True)
+class Unmapped:
+    identifier: str
+    count: int
+    first: str           # path:line of the first occurrence in the output
+
+
+@dataclass
+class PortReport:
+    input: str
+    output: str
+    target: str
+    translated: list[PortedFile] = field(default_factory=list)
+    copied: int = 0
+    skipped: list[Skipped] = field(default_factory=list)
+    notes: list[Note] = field(default_factory=list)
+    unmapped: list[Unmapped] = field(default_factory=list)
+    remaining: ScanReport | None = None     # the scan of the output, for the target
+
+    def to_dict(self) -> dict:
+        rem = self.remaining
+        left = [f for f in rem.findings if rem.verdict(f, self.target) in ("manual", "blocker")] if rem else []
+        return {
+            "schema": "gapbench.port/1", "input": self.input, "output": self.output, "target": self.target,
+            "translated": [{"source": p.source, "output": p.output, "changed": p.changed,
+                            "kernel_launches": p.kernel_launches} for p in self.translated],
+            "copied": self.copied,
+            "unmapped": [{"identifier": u.identifier, "count": u.count, "first": u.first} for u in self.unmapped],
+            "remaining_work": [{"path": f.path, "line": f.line, "column": f.column, "rule": f.rule, "text": f.text,
+                                "verdict": rem.verdict(f, self.target), "fix": rem.ruleset.rules[f.rule].fix}
+                               for f in left],
+            "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
+            "notes": [{"path": n.path, "note": n.note} for n in self.notes],
+        }
+
+
+def _hipify():
+    try:
+        from torch.utils.hipify import hipify_python
+    except Exception as e:  # torch missing or broken
+        raise GapbenchError(f"port needs torch.utils.hipify (ships with torch): {e}") from None
+    return hipify_python
+
+
+def hipify_source(text: str, *, cuda_file: bool, keep_launch_syntax: bool = False) -> tuple[str, int, str]:
+    """One file's text through hipify's mappings: (new text, kernel launches rewritten, a note or '')."""
+    hp = _hipify()
+    out = hp.RE_PYTORCH_PREPROCESSOR.sub(lambda m: hp.PYTORCH_MAP[m.group(0)], text)
+    note = ""
+    launches = 0
+    if not keep_launch_syntax and "<<<" in out:
+        stats: dict[str, list] = {"kernel_launches": [], "unsupported_calls": []}
+        try:
+            out = hp.processKernelLaunches(out, stats)
+            launches = len(stats["kernel_launches"])
+        except Exception as e:  # hipify's launch parser is heuristic
+            note = f"kernel launches left as <<<...>>> (hipify could not parse them: {e}); hip-clang accepts them"
+    if cuda_file:
+        # As hipify does for .cu/.cuh: std:: math calls in device code become the global versions.
+        out = hp.replace_math_functions(out)
+    out = hp.hip_header_magic(out)
+    return out, launches, note
+
+
+def _check_paths(src: str, dst: str) -> tuple[str, str]:
+    if not os.path.exists(src):
+        raise GapbenchError(f"{src}: no such folder")
+    if not os.path.isdir(src):
+        raise GapbenchError(f"{src}: port needs a folder")
+    rsrc, rdst = os.path.realpath(src), os.path.realpath(dst)
+    if rdst == rsrc or rdst.startswith(rsrc.rstrip(os.sep) + os.sep):
+        raise GapbenchError(f"{dst}: the output folder must not be the input folder or inside it")
+    if os.path.lexists(dst):
+        if not os.path.isdir(dst):
+            raise GapbenchError(f"{dst}: exists and is not a folder")
+        if os.listdir(dst):
+            raise GapbenchError(f"{dst}: output folder exists and is not empty (choose a new folder)")
+    return rsrc, rdst
+
+
+def port(src: str | os.PathLike, dst: str | os.PathLike, target: str = "rocm", *, respect_gitignore: bool = True,
+         rename: bool = False, keep_launch_syntax: bool = False, max_bytes: int = 2 * 1024 * 1024,
+         scan_output: bool = True) -> PortReport:
+    """Copy src to a new folder dst, translating CUDA C/C++ files to HIP. Never writes inside src.
+
+    rename: .cu files become .hip (hipify's convention); by default names are kept (hipcc compiles .cu too).
+    keep_launch_syntax: leave <<<...>>> launches (hip-clang accepts them) instead of hipLaunchKernelGGL.
+    """
+    if target not in PORT_TARGETS:
+        raise GapbenchError(f"port supports --target rocm only (for xpu use SYCLomatic; Ascend needs Ascend C), "
+                            f"got {target!r}")
+    src, dst = os.fspath(src), os.fspath(dst)
+    rsrc, rdst = _check_paths(src, dst)
+    entries, skipped = walk(rsrc, respect_gitignore=respect_gitignore)
+    os.makedirs(rdst, exist_ok=True)
+    report = PortReport(input=rsrc, output=rdst, target=target, skipped=skipped)
+    counts: Counter[str] = Counter()
+    first: dict[str, str] = {}
+    for e in entries:
+        out_rel = e.rel
+        kinds = kinds_of(e.rel)
+        text = None
+        if ("cpp" in kinds or "cpp?" in kinds) and e.size <= max_bytes:
+            with open(e.path, "rb") as f:
+                data = f.read()
+            if b"\x00" not in data[:BINARY_SNIFF]:
+                try:
+                    text = data.decode("utf-8")
+                except UnicodeDecodeError:
+                    report.notes.append(Note(e.rel, "not UTF-8: copied unchanged, not translated"))
+            if text is not None and "cpp" not in kinds and not CPP_CUDA_HINT.search(text):
+                text = None
+        target_path = os.path.join(rdst, *out_rel.split("/"))
+        if text is None:
+            os.makedirs(os.path.dirname(target_path), exist_ok=True)
+            shutil.copyfile(e.path, target_path, follow_symlinks=False)
+            shutil.copymode(e.path, target_path, follow_symlinks=False)
+            report.copied += 1
+            continue
+        new, launches, note = hipify_source(text, cuda_file=e.rel.endswith((".cu", ".cuh")),
+                                            keep_launch_syntax=keep_launch_syntax)
+        if note:
+            report.notes.append(Note(e.rel, note))
+        if rename and out_rel.endswith(".cu"):
+            out_rel = out_rel[:-3] + ".hip"
+            target_path = os.path.join(rdst, *out_rel.split("/"))
+        os.makedirs(os.path.dirname(target_path), exist_ok=True)
+        with open(target_path, "w", encoding="utf-8", newline="") as f:
+            f.write(new)
+        shutil.copymode(e.path, target_path, follow_symlinks=False)
+        report.translated.append(PortedFile(e.rel, out_rel, new != text, launches))
+        _collect_unmapped(out_rel, new, counts, first)
+        if "miopen" in new and "cudnn" in text:
+            report.notes.append(Note(out_rel, "cuDNN calls were renamed to MIOpen; the APIs differ (descriptors, "
+                                              "algorithm search): review each call"))
+    report.unmapped = [Unmapped(k, n, first[k]) for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
+    if scan_output:
+        from gapbench.scan import scan
+        report.remaining = scan(rdst, targets=(target,), respect_gitignore=respect_gitignore, max_bytes=max_bytes)
+    return report
+
+
+def _collect_unmapped(rel: str, text: str, counts: Counter, first: dict[str, str]) -> None:
+    for m in CUDA_INCLUDE.finditer(text):
+        key = f"#include {m.group(1)}"
+        counts[key] += 1
+        first.setdefault(key, f"{rel}:{text.count(chr(10), 0, m.start()) + 1}")
+    # Comments, string literals and #include lines blanked, offsets kept.
+    code = _C_COMMENT_OR_STRING.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
+    code = _INCLUDE_LINE.sub(lambda m: " " * len(m.group(0)), code)
+    for m in UNMAPPED.finditer(code):
+        key = m.group(0)
+        counts[key] += 1
+        first.setdefault(key, f"{rel}:{code.count(chr(10), 0, m.start()) + 1}")
