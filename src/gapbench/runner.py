@@ -273,10 +273,12 @@ def _job(plan: RunPlan, name: str, preset: str | None, workload_budget: float | 
            "min_time_s": plan.min_time_s, "repeats": plan.repeats, "options": plan.options,
            "threads": plan.threads, "memory_limit_bytes": mem if plan.device == "cpu" else None}
     if plan.nproc or _external_rank() is not None:
-        # every rank: the CPU ranks of one host share its memory; a stuck collective gives up at the time limit
+        # the group's own time limit outlasts the runner's, whose hang diagnosis names the rank; on the CPU
+        # the ranks measure single-device workloads in turn, so one waits for all the others
+        limit = (plan.timeout_s or 3 * plan.variant_budget_s + 30) * ((plan.nproc or 1) if plan.device == "cpu" else 1)
         job.update(nproc=plan.nproc, backend=plan.backend, launcher="gapbench" if plan.nproc else "torchrun",
-                   dist_timeout_s=plan.timeout_s or 3 * plan.variant_budget_s + 30)
-        if job["memory_limit_bytes"] and plan.nproc:
+                   dist_timeout_s=limit + 60)
+        if job["memory_limit_bytes"] and plan.nproc:  # the CPU ranks of this host share its memory
             job["memory_limit_bytes"] //= plan.nproc
     return job
 
@@ -386,7 +388,8 @@ class _WorkerRun:
                             f"{self.job.get('variant_budget_s')} s per variant)" + _dist_hint(log))
         else:
             status = "oom" if rc == -signal.SIGKILL else "crashed"
-            self.failure = (status, _exit_reason(rc, log))
+            hint = _dist_hint(log)
+            self.failure = (status, f"ranks stopped (launcher exit code {rc}){hint}" if hint else _exit_reason(rc, log))
 
 
 def _dist_hint(log: str) -> str:

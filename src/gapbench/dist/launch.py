@@ -116,9 +116,10 @@ def _run(job, timeout_s, on_event, nproc, folder):
     log.seek(max(0, size - 20000))
     tail = log.read().decode("utf-8", "replace")
     log.close()
+    died = False
     if not killed and rc != 0:
-        hint = first_failure(tail, folder)
-    for ev in held:
+        hint, died = first_failure(tail, folder)
+    for ev in held if not died else []:  # a rank that died is the story, not its peers' lost connections
         if hint and ev.get("event") == "setup_error":
             ev = ev | {"reason": f"{hint}; then {ev['reason']}"}
         events.append(ev)
@@ -192,22 +193,29 @@ _FAILURE = re.compile(r"host\s*:\s*(?P<host>\S+)\s*\n\s*rank\s*:\s*(?P<rank>\d+)
                       r"\s*\n\s*exitcode\s*:\s*(?P<code>-?\d+)")
 
 
-def first_failure(log: str, folder: str) -> str:
-    """Which rank failed first, from the launcher's failure summary and the ranks' status files.
+def first_failure(log: str, folder: str) -> tuple[str, bool]:
+    """Which rank failed first, and whether it died (rather than failing by an exception it reported),
+    from the launcher's failure summary and the ranks' status files.
 
-    A rank that lost a peer fails after it by exception (its status says 'failed: …'); the rank that
-    died by a signal, or exited without recording a failure, is the cause.
+    A rank that lost a peer fails after it by exception (its status says 'failed: …'), and the launcher
+    stops the survivors with SIGTERM; the rank that died by another signal, or exited without recording
+    a failure, is the cause.
     """
     status = rank_status(folder)
     found = [m.groupdict() for m in _FAILURE.finditer(log)]
     if not found:
         dead = [r for r, st in status.items() if not str(st.get("phase", "")).startswith(("failed", "done"))]
-        return f"rank {dead[0]} stopped unexpectedly (phase: {status[dead[0]].get('phase')})" if dead else ""
+        if not dead:
+            return "", False
+        return f"rank {dead[0]} stopped unexpectedly (phase: {status[dead[0]].get('phase')})", True
+    teardown = (-signal.SIGTERM, -signal.SIGINT)
 
     def cause_rank(f: dict) -> tuple:
         code = int(f["code"])
-        phase = str(status.get(int(f["rank"]), {}).get("phase", ""))
-        return (0 if code < 0 else 1 if not phase.startswith("failed") else 2, int(f["rank"]))
+        failed = str(status.get(int(f["rank"]), {}).get("phase", "")).startswith("failed")
+        order = 0 if code < 0 and code not in teardown else 1 if not failed and code not in teardown else \
+            2 if code in teardown else 3
+        return (order, int(f["rank"]))
 
     f = min(found, key=cause_rank)
     code = int(f["code"])
@@ -224,8 +232,9 @@ def first_failure(log: str, folder: str) -> str:
     others = sorted({int(x["rank"]) for x in found} - {int(f["rank"])})
     text = f"rank {f['rank']} (local rank {f['local']}, host {f['host']}) {how}"
     if others:
-        text += f"; rank(s) {', '.join(map(str, others))} failed after it"
-    return text
+        text += f"; rank(s) {', '.join(map(str, others))} stopped after it"
+    died = cause_rank(f)[0] < 2 and not str(status.get(int(f["rank"]), {}).get("phase", "")).startswith("failed")
+    return text, died
 
 
 def diagnose_hang(folder: str, wait_s: float = 1.0) -> str:
