@@ -1,0 +1,44 @@
+"""The history verb through a real subprocess and a real SQLite file."""
+
+import json
+
+from compare_fixtures import gemm, result_set, write
+from conftest import gapbench
+from test_compare_cli import inproc
+
+
+def test_import_then_show_history(tmp_path, capsys, monkeypatch):
+    db = tmp_path / "h.sqlite"
+    a = write(result_set([gemm(1.0)], run_id="r1", label="before", started_at="2026-01-01T00:00:00+00:00"),
+              tmp_path / "a.json")
+    b = write(result_set([gemm(1.5)], run_id="r2", label="after", started_at="2026-01-02T00:00:00+00:00"),
+              tmp_path / "b.json")
+    env = {"GAPBENCH_DB": str(db)}
+    p = gapbench("history", "--import", a, b, env=env)
+    assert p.returncode == 0, p.stderr
+    assert "imported" in p.stderr and db.exists()
+    monkeypatch.setenv("GAPBENCH_DB", str(db))
+    p = inproc(capsys, "history", "--workload", "gemm")
+    assert p.returncode == 0, p.stderr
+    assert "+50.0%" in p.stdout and "before" in p.stdout and "after" in p.stdout
+    p = inproc(capsys, "history", "--workload", "gemm", "--json", "--variant", "dtype=fp32")
+    rows = json.loads(p.stdout)["rows"]
+    assert [r["value"] for r in rows] == [1.0, 1.5]
+    p = inproc(capsys, "history", "--import", a)  # idempotent
+    p = inproc(capsys, "history", "--json")
+    assert json.loads(p.stdout)["workloads"] == [{"workload": "gemm", "measurements": 2}]
+
+
+def test_history_bad_input_exit_2(tmp_path, capsys, monkeypatch):
+    env = {"GAPBENCH_DB": str(tmp_path / "h.sqlite")}
+    p = gapbench("history", "--workload", "gemm", env=env)
+    assert p.returncode == 2 and "no history" in p.stderr
+    monkeypatch.setenv("GAPBENCH_DB", env["GAPBENCH_DB"])
+    p = inproc(capsys, "history", "--import", tmp_path / "nope.json")
+    assert p.returncode == 2 and "nope.json" in p.stderr
+    p = inproc(capsys, "history", "--workload", "gemm", "--variant", "oops")
+    assert p.returncode == 2
+    junk = tmp_path / "junk.sqlite"
+    junk.write_bytes(b"x" * 4096)
+    p = inproc(capsys, "history", "--db", junk)
+    assert p.returncode == 2 and "junk.sqlite" in p.stderr and "Traceback" not in p.stderr
