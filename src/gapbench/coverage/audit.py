@@ -116,15 +116,17 @@ def audit(device: str | None = "cpu", dtypes=DEFAULT_DTYPES, ops: str | None = N
         raise GapbenchError("--op-timeout must be positive")
     started = now_iso()
     t_start = time.monotonic()
+    done: dict[str, dict] = {}
+    header: dict = {}
+    if resume:
+        header, done = read_journal(resume)  # before the (slow) listing: a bad file fails at once
     entries = list_ops(ops, extra_ops)
     if not entries:
         raise GapbenchError(f"no OpInfo operator matches --ops {ops!r}")
     units = [(e["op"], e["variant"], d) for e in entries for d in dtype_names]
 
-    done: dict[str, dict] = {}
     jpath = journal_path(output) if output else None
     if resume:
-        header, done = read_journal(resume)
         if header.get("device") and header["device"] != dev.type:
             raise GapbenchError(f"--resume {resume}: that audit ran on {header['device']}, not {dev.type}")
         if header.get("torch") and header["torch"] != torch.__version__:

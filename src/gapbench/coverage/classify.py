@@ -102,7 +102,7 @@ def compare_outputs(actual, expected, dtype) -> Comparison:
         return Comparison(False, None, f"output structure differs: {len(a_leaves)} vs {len(e_leaves)} values")
     atol, rtol = tolerance(dtype)
     worst: float | None = None
-    for i, (a, e) in enumerate(zip(a_leaves, e_leaves)):
+    for i, (a, e) in enumerate(zip(a_leaves, e_leaves, strict=True)):
         where = f"output {i}" if len(a_leaves) > 1 else "output"
         if isinstance(a, torch.Tensor) != isinstance(e, torch.Tensor):
             return Comparison(False, worst, f"{where}: tensor vs {type(e).__name__}")

@@ -25,10 +25,13 @@ class OpRecorder(TorchDispatchMode):
         self.forward: Counter[str] = Counter()
         self.backward: Counter[str] = Counter()
         self.dtypes: dict[str, set[str]] = {}
+        self.backward_call = False  # set while the caller runs loss.backward() (its grad seed is backward)
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = str(func)
-        (self.backward if in_backward() else self.forward)[name] += 1
+        if name.startswith("prim."):  # metadata queries (prim.device), not kernels a backend provides
+            return func(*args, **(kwargs or {}))
+        (self.backward if self.backward_call or in_backward() else self.forward)[name] += 1
         for a in (*args, *(kwargs or {}).values()):
             if isinstance(a, torch.Tensor):
                 self.dtypes.setdefault(name, set()).add(str(a.dtype).replace("torch.", ""))

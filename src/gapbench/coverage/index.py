@@ -29,10 +29,11 @@ def index_path(torch_version: str | None = None) -> Path:
     return cache_dir() / f"opinfo-index-torch-{v}.json"
 
 
-def build_index(extra_ops: str | None = None) -> dict:
-    """Trace the first samples of every OpInfo entry (forward and backward) in a worker process."""
+def build_index(ops: str | None = None, extra_ops: str | None = None) -> dict:
+    """Trace the first samples of every OpInfo entry (or those matching `ops`), forward and backward, in a
+    worker process. Only the full index (ops=None) is cached by load_index()."""
     try:
-        entries = [e for e in run_simple({"mode": "index", "extra_ops": extra_ops}, INDEX_TIMEOUT_S)
+        entries = [e for e in run_simple({"mode": "index", "ops": ops, "extra_ops": extra_ops}, INDEX_TIMEOUT_S)
                    if e.get("event") == "index"]
     except WorkerDied as e:
         raise GapbenchError(f"could not index the OpInfo database ({e})") from None

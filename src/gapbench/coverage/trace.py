@@ -116,7 +116,9 @@ def trace_callable(spec: str, fake: bool = True) -> OpTrace:
                     out = model(inputs)
                 loss = _loss_of(out)
                 if loss is not None and loss.requires_grad:
+                    rec.backward_call = True
                     loss.backward()
+                    rec.backward_call = False
         except GapbenchError:
             raise
         except Exception as e:

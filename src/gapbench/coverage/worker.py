@@ -491,6 +491,7 @@ def main(argv: list[str]) -> int:
         for name, variant, dtype_name in cfg["units"]:
             key = unit_key(name, variant, dtype_name)
             emit({"event": "start", "unit": key})
+            t0 = time.monotonic()
             op = by_key.get((name, variant))
             if op is None:
                 row = {"op": name, "variant": variant, "dtype": dtype_name, "status": "error",
@@ -502,6 +503,7 @@ def main(argv: list[str]) -> int:
                     row = {"op": name, "variant": variant, "dtype": dtype_name, "status": "error",
                            "reason": one_line(f"audit failed: {e.__class__.__name__}: {e} "
                                               f"[{traceback.extract_tb(e.__traceback__)[-1].name}]")}
+            row["wall_s"] = round(time.monotonic() - t0, 3)
             emit({"event": "row", "unit": key, "row": row})
             gc.collect()
     emit({"event": "end"})
