@@ -104,10 +104,11 @@ class PythonRules:
 
     # ---------------------------------------------------------------- the text fallback (syntax errors)
 
-    def _fallback_patterns(self) -> list[tuple[Rule, re.Pattern]]:
+    def _fallback_patterns(self) -> list[tuple[Rule | None, re.Pattern]]:
         out = []
-        for dotted, r in self.attr.items():
-            out.append((r, re.compile(r"(?<![\w.])" + re.escape(dotted) + r"\b")))
+        names = sorted((n for n, r in self.attr.items() if not r.keyword), key=len, reverse=True)
+        if names:   # one alternation, longest first, so the most specific name wins as in the AST matcher
+            out.append((None, re.compile(r"(?<![\w.])(?:" + "|".join(map(re.escape, names)) + r")\b")))
         for mod, r in self.imports.items():
             head, _, last = mod.rpartition(".")
             alts = [r"^\s*import\s+" + re.escape(mod) + r"\b", r"^\s*from\s+" + re.escape(mod) + r"\b"]
@@ -125,7 +126,7 @@ class PythonRules:
         for r, rx in self._fallback:
             for m in rx.finditer(text):
                 line, col = _position(starts, m.start())
-                found.append(PythonMatch(r, line, col, m.group(0).strip()))
+                found.append(PythonMatch(r or self.attr[m.group(0)], line, col, m.group(0).strip()))
         strings = self.strings_for(text)
         if strings:
             for m in _STRING_LITERAL.finditer(text):
