@@ -202,6 +202,9 @@ class _Call:
         import torch.distributed as dist
 
         self.op, self.mode, self.rank, self.n, self.dist = op, mode, rank, n, dist
+        # torch 2.13 renamed the tensor forms (*_single); older versions have only *_tensor
+        self.gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        self.scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
         count = size // dtype.itemsize
         chunk = count // n
         self.count, self.chunk = count, chunk
@@ -230,9 +233,9 @@ class _Call:
         elif op == "broadcast":
             d.broadcast(self.buf, src=0)
         elif op == "all_gather":
-            d.all_gather_into_tensor(self.out, self.inp)
+            self.gather(self.out, self.inp)
         elif op == "reduce_scatter":
-            d.reduce_scatter_tensor(self.out, self.inp)
+            self.scatter(self.out, self.inp)
         elif op == "all_to_all":
             d.all_to_all_single(self.out, self.inp)
         else:
