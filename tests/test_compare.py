@@ -262,3 +262,14 @@ def test_json_form_round_trips_and_keeps_the_sign_convention(tmp_path):
     assert d["rows"][1]["gaps"]["b"]["gap_pct"] == pytest.approx(25.0)
     assert math.isfinite(d["rows"][0]["arithmetic_intensity"])
     assert isinstance(load(a), ResultSet)
+
+
+def test_lazy_api_names_stay_callable_after_import():
+    import gapbench
+    import gapbench.compare  # noqa: F401  (binds the module to the name)
+    import gapbench.report  # noqa: F401
+
+    a, b = result_set([gemm(1.0)], label="a"), result_set([gemm(2.0)], label="b")
+    for _ in range(2):
+        assert gapbench.compare([a, b]).rows[0].gaps[1].pct == pytest.approx(100.0)
+        assert gapbench.report([a, b], format="md").startswith("### Gap against a")

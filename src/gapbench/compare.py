@@ -13,6 +13,8 @@ import json
 import math
 import os
 import re
+import sys
+import types
 from dataclasses import dataclass, field
 
 from gapbench import specs as specs_mod
@@ -730,3 +732,14 @@ def frameworks_table(platforms: list[Platform]) -> dict | None:
             row.append(re.sub(r"\s+", " ", text))
         rows.append(row)
     return {"columns": ["framework"] + [p.name for p in platforms], "rows": rows}
+
+
+class _CallableModule(types.ModuleType):
+    """`gapbench.compare(...)` is the lazy API's name for compare(); once this module is imported, Python binds
+    the name gapbench.compare to the module itself, so the module forwards calls to the function."""
+
+    def __call__(self, *args, **kwargs) -> Comparison:
+        return compare(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule
