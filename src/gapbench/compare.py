@@ -49,7 +49,7 @@ def gap_pct(value: float, baseline: float, higher_is_better: bool = True) -> flo
 
 def intervals_overlap(a: Stats | None, b: Stats | None) -> bool | None:
     """Whether two 95% CIs overlap (the difference could be noise); None when either has no interval."""
-    if a is None or b is None:
+    if a is None or b is None or a.n < 2 or b.n < 2:  # one sample has no interval worth the name
         return None
     return a.ci95[0] <= b.ci95[1] and b.ci95[0] <= a.ci95[1]
 
@@ -112,7 +112,12 @@ def arithmetic_intensity(m: Measurement) -> float | None:
 
 def measurement_dtype(m: Measurement) -> str:
     v = m.variant or {}
-    return specs_mod.normalize_dtype(v.get("dtype") or v.get("precision") or (m.metrics or {}).get("dtype")) or "fp32"
+    mt = m.metrics or {}
+    for candidate in (v.get("dtype"), v.get("precision"), mt.get("peak_dtype"), mt.get("dtype")):
+        d = specs_mod.normalize_dtype(candidate)
+        if d:
+            return d
+    return "fp32"
 
 
 def percent_of_peak(m: Measurement, spec: specs_mod.Spec | None) -> tuple[float | None, str]:

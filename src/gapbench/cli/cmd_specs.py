@@ -44,7 +44,7 @@ def main(args) -> int:
     for c in ("key", "name", *specs.DTYPES, "memory GB", "TB/s", "TDP W", "$/h", "conf."):
         t.add_column(c, justify="right" if c not in ("key", "name", "conf.") else "left")
     for s in rows + ([cpu] if cpu else []):
-        t.add_row(s.key, s.name, *[fmt_num(s.tflops.get(d)) if s.tflops.get(d) else "—" for d in specs.DTYPES],
+        t.add_row(s.key, s.name, *[fmt_num(s.tflops.get(d), 5) if s.tflops.get(d) else "—" for d in specs.DTYPES],
                   fmt_num(s.memory_gb), fmt_num(s.bandwidth_tbs), fmt_num(s.tdp_w),
                   f"{s.price_usd_per_hour:.2f}" if s.price_usd_per_hour else "—",
                   "estimate" if s.estimate else s.confidence)
