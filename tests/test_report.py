@@ -151,3 +151,10 @@ def test_html_renders_in_headless_chromium_without_console_errors(tmp_path):
 def test_compare_object_can_be_rendered_directly():
     comp = compare(_pair())
     assert render(None, format="md", comparison=comp) == render(_pair(), format="md")
+
+
+def test_terminal_shows_rich_markup_in_labels_literally():
+    a = result_set([gemm(1.0)], label="[red]x[/] [/]")
+    b = result_set([gemm(2.0)], label="[bold]b")
+    term = render([a, b], format="terminal")
+    assert "gap against [red]x[/] [/]" in term and "[bold]b" in term

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import sys
 
+from rich.markup import escape
+
 from gapbench.cli._output import err, out
 from gapbench.compare import compare, parse_prices
 from gapbench.report import render
@@ -32,7 +34,7 @@ def main(args) -> int:
     fmt = "json" if args.json else args.format
     if fmt == "terminal":
         for w in comp.warnings:
-            err.print(f"[yellow]warning:[/] {w}", markup=True, highlight=False)
+            err.print(f"[yellow]warning:[/] {escape(w)}", markup=True, highlight=False)
         comp.warnings = []
         for r in terminal_renderables(comp):
             out.print(r)

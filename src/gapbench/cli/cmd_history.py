@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from rich.table import Table
+from rich.text import Text
 
 from gapbench import store
 from gapbench.cli._output import err, out
@@ -42,7 +43,7 @@ def main(args) -> int:
         imported = store.import_files(args.import_files, db)
         if not args.json:
             for path, run_id, n in imported:
-                err.print(f"imported {path}: run {run_id}, {n} measurement(s)")
+                err.print(f"imported {path}: run {run_id}, {n} measurement(s)", markup=False)
     if not args.workload:
         held = store.workloads(db)
         if args.json:
@@ -52,9 +53,9 @@ def main(args) -> int:
         if not args.import_files:
             if not held:
                 out.print(f"history {db or store.default_path()} is empty; `gapbench run` records into it, "
-                          "`gapbench history --import FILES` loads older results")
+                          "`gapbench history --import FILES` loads older results", markup=False)
             for w, n in held:
-                out.print(f"{w}: {n} measurement(s) — gapbench history --workload {w}")
+                out.print(f"{w}: {n} measurement(s) — gapbench history --workload {w}", markup=False)
         return 0
     rows = store.history(args.workload, device=args.device, variant=_variant_filter(args.variant), db_path=db,
                          limit=args.limit)
@@ -65,8 +66,8 @@ def main(args) -> int:
         raise GapbenchError(f"no history for workload {args.workload!r}"
                             + (f" on devices matching {args.device!r}" if args.device else "")
                             + f" in {db or store.default_path()}")
-    t = Table(title=f"history of {args.workload} (change: against the previous run of the same device and variant)",
-              title_justify="left")
+    t = Table(title=Text(f"history of {args.workload} (change: against the previous run of the same device and "
+                         "variant)"), title_justify="left")
     for c in ("started", "device", "label", "variant", "value ± 95% CI", "unit", "change", "gapbench", "torch",
               "runtime"):
         t.add_column(c, justify="right" if c in ("value ± 95% CI", "change") else "left", overflow="fold")
@@ -81,8 +82,8 @@ def main(args) -> int:
             last[key] = r.value
         else:
             val, change = f"{r.status}", (r.reason or "")[:60]
-        t.add_row((r.started_at or "")[:19], r.device_product or r.device_type or "?", r.label or "",
-                  variant_text(r.variant), val, r.unit or "", change, r.gapbench_version or "", r.torch_version or "",
-                  r.runtime or "")
+        t.add_row(*[Text(str(x)) for x in (
+            (r.started_at or "")[:19], r.device_product or r.device_type or "?", r.label or "", variant_text(r.variant),
+            val, r.unit or "", change, r.gapbench_version or "", r.torch_version or "", r.runtime or "")])
     out.print(t)
     return 0

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from rich.table import Table
+from rich.text import Text
 
 from gapbench import specs
 from gapbench.cli._output import out
@@ -44,13 +45,13 @@ def main(args) -> int:
     for c in ("key", "name", *specs.DTYPES, "memory GB", "TB/s", "TDP W", "$/h", "conf."):
         t.add_column(c, justify="right" if c not in ("key", "name", "conf.") else "left")
     for s in rows + ([cpu] if cpu else []):
-        t.add_row(s.key, s.name, *[fmt_num(s.tflops.get(d), 5) if s.tflops.get(d) else "—" for d in specs.DTYPES],
+        t.add_row(Text(s.key), Text(s.name), *[fmt_num(s.tflops.get(d), 5) if s.tflops.get(d) else "—" for d in specs.DTYPES],
                   fmt_num(s.memory_gb), fmt_num(s.bandwidth_tbs), fmt_num(s.tdp_w),
                   f"{s.price_usd_per_hour:.2f}" if s.price_usd_per_hour else "—",
                   "estimate" if s.estimate else s.confidence)
     out.print(t)
     if cpu:
-        out.print(f"this machine's CPU: {cpu.notes}")
+        out.print(f"this machine's CPU: {cpu.notes}", markup=False)
     out.print("sources: `gapbench specs --json`; prices are indicative (see price_date, price_source); "
               "override with `compare --price NAME=USD`")
     if args.refs:
@@ -58,7 +59,8 @@ def main(args) -> int:
         for c in ("--ref", "workload", "variant", "value", "unit", "date", "note"):
             r.add_column(c)
         for x in refs:
-            r.add_row(x.platform, x.workload, json.dumps(x.variant), fmt_num(x.value), x.unit, x.date, x.note)
+            r.add_row(*[Text(str(c)) for c in (x.platform, x.workload, json.dumps(x.variant), fmt_num(x.value), x.unit,
+                                               x.date, x.note)])
         out.print(r)
         g = Table(title="published gaps (as reported, not measured by gapbench)", title_justify="left")
         for c in ("platform", "baseline", "row", "gap", "source"):

@@ -30,10 +30,10 @@ def terminal_renderables(comp: Comparison) -> list:
     for w in comp.warnings:
         out.append(Text(f"warning: {w}", style="yellow"))
     headers, rows = tables.gap_table(comp)
-    t = Table(title=f"gap against {comp.base.name} (> 0: better)", title_justify="left")
+    t = Table(title=Text(f"gap against {comp.base.name} (> 0: better)"), title_justify="left")
     gap_cols = {j for j, h in enumerate(headers) if h.startswith("gap ")}
     for j, h in enumerate(headers):
-        t.add_column(h, justify="left" if j < 3 else "right", overflow="fold")
+        t.add_column(Text(h), justify="left" if j < 3 else "right", overflow="fold")
     for row in rows:
         t.add_row(*[Text(c, style=_gap_style(c)) if j in gap_cols else Text(c) for j, c in enumerate(row)])
     out.append(t)
@@ -45,7 +45,7 @@ def terminal_renderables(comp: Comparison) -> list:
     if eff:
         et = Table(title="efficiency", title_justify="left")
         for j, h in enumerate(eff[0]):
-            et.add_column(h, justify="left" if j == 0 else "right", overflow="fold")
+            et.add_column(Text(h), justify="left" if j == 0 else "right", overflow="fold")
         for row in eff[1]:
             et.add_row(*[Text(c) for c in row])
         out.append(et)
@@ -54,7 +54,7 @@ def terminal_renderables(comp: Comparison) -> list:
         if data:
             ct = Table(title=title, title_justify="left")
             for h in data["columns"]:
-                ct.add_column(h, overflow="fold")
+                ct.add_column(Text(h), overflow="fold")
             for row in data["rows"]:
                 ct.add_row(*[Text(str(c)) for c in row])
             out.append(ct)
