@@ -7,6 +7,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -165,3 +166,19 @@ def test_coverage_resume_of_a_foreign_file_is_refused(tmp_path):
     p = _cli("coverage", "--device", "cpu", "--resume", str(bogus), "--ops", "abs", cwd=tmp_path)
     assert p.returncode == 2
     assert "not a coverage journal" in p.stderr or "not JSON" in p.stderr
+
+
+@pytest.mark.slow
+def test_the_budget_stops_the_audit_and_leaves_the_rest_for_resume(audited, tmp_path):
+    _, _, extra = audited
+    out = tmp_path / "budget.json"
+    t0 = time.monotonic()
+    rs = audit(device="cpu", dtypes="float32", ops=r"gapbench_test\.(hang|good_sin)", extra_ops=str(extra),
+               output=out, op_timeout_s=300, budget_s=20, max_samples=2)
+    assert time.monotonic() - t0 < 60
+    cov = rs.coverage
+    assert not rs.complete
+    assert cov["ops"] == []  # the hang ate the budget: it is left for --resume, not called a timeout
+    assert cov["not_audited"] == 2
+    assert results.load(out).complete is False
+    assert read_journal(journal_path(out))[1] == {}
