@@ -456,7 +456,7 @@ def _cell(m: Measurement | None, platform: Platform) -> Cell:
     t = time_per_iter(m)
     if power is None and m.energy_j and t:
         power = float(m.energy_j) / t
-    per_unit = per_unit_text(m.unit)
+    per_unit = None if platform.reference else per_unit_text(m.unit)  # a published figure has no power or price
     per_watt = m.value / power if power and m.higher_is_better and per_unit else None
     per_dollar = (m.value * 3600.0 / platform.price_usd_per_hour
                   if platform.price_usd_per_hour and m.higher_is_better and per_unit else None)
@@ -625,17 +625,14 @@ def takeaway(comp: Comparison) -> list[str]:
         if i == comp.baseline:
             continue
         parts = []
+        not_comparable = 0
         for bound in ("compute", "memory", "other"):
             rows = [r for r in comp.rows if r.bound == bound and i in r.gaps]
             numeric = [r.gaps[i] for r in rows if r.gaps[i].pct is not None]
-            if not rows:
+            not_comparable += len(rows) - len(numeric)
+            if not numeric:
                 continue
             title = BOUND_TITLES[bound]
-            missing = len(rows) - len(numeric)
-            tail = f"; {missing} not comparable (missing or failed)" if missing else ""
-            if not numeric:
-                parts.append(f"{title}: no comparable rows{tail}")
-                continue
             lo, hi = min(g.pct for g in numeric), max(g.pct for g in numeric)
             rng = fmt_pct(lo) if lo == hi else f"{fmt_pct(lo)} to {fmt_pct(hi)}"
             ahead = sum(1 for g in numeric if g.pct > 0 and g.overlap is not True)
@@ -643,7 +640,7 @@ def takeaway(comp: Comparison) -> list[str]:
             noise = sum(1 for g in numeric if g.overlap is True or g.pct == 0)
             n = len(numeric)
             if noise == n:
-                parts.append(f"{title}: no significant difference on {n} row{'s' * (n > 1)} (gap {rng}){tail}")
+                parts.append(f"{title}: no significant difference on {n} row{'s' * (n > 1)} (gap {rng})")
                 continue
             leader, k = (p.name, ahead) if ahead >= behind else (base.name, behind)
             other = behind if leader == p.name else ahead
@@ -653,7 +650,9 @@ def takeaway(comp: Comparison) -> list[str]:
             if noise:
                 extra.append(f"{noise} within noise")
             extra_s = f" ({', '.join(extra)})" if extra else ""
-            parts.append(f"{title}: {leader} leads on {k} of {n} row{'s' * (n > 1)}{extra_s}, gap {rng}{tail}")
+            parts.append(f"{title}: {leader} leads on {k} of {n} row{'s' * (n > 1)}{extra_s}, gap {rng}")
+        if not_comparable:
+            parts.append(f"{not_comparable} row{'s' * (not_comparable > 1)} not comparable (missing or failed)")
         if parts:
             lines.append(f"{p.name} vs {base.name}: " + "; ".join(parts) + ".")
     grouped: dict[tuple[float, str], list[str]] = {}

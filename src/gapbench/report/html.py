@@ -30,6 +30,8 @@ figure{margin:0}figcaption{font-size:12px;color:#555}
 
 
 def _cls(text: str) -> str:
+    if text == "—":
+        return "num"
     if text.startswith("≈"):
         return "num noise"
     if text.startswith("+"):

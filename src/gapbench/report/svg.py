@@ -130,10 +130,12 @@ def roofline(comp: Comparison, index: int, width: int = 560, height: int = 380) 
                    f'stroke-width="2"/><text x="{left + pw - 4}" y="{_t(Y(peak) - 4)}" text-anchor="end" class="axis" '
                    f'style="fill:{color}">'
                    f'{escape(d)} peak {escape(fmt_num(peak, 4))} TFLOP/s</text>')
-        if ridge:
-            xa = max(xmin, ymin / bw)
-            out.append(f'<line x1="{_t(X(xa))}" y1="{_t(Y(bw * xa))}" x2="{_t(X(ridge))}" y2="{_t(Y(peak))}" '
-                       f'stroke="{color}" stroke-width="2"/>')
+
+    if bw and peaks:  # the memory roof, once, up to the highest ridge point
+        top_peak = max(peaks.values())
+        xa = max(xmin, ymin / bw)
+        out.append(f'<line x1="{_t(X(xa))}" y1="{_t(Y(bw * xa))}" x2="{_t(X(top_peak / bw))}" y2="{_t(Y(top_peak))}" '
+                   'stroke="#555" stroke-width="2"/>')
     note = (f"memory {fmt_num(bw, 3)} TB/s" if bw else
             "memory bandwidth unknown: no slanted roof" if peaks else "no spec matched: measurements only")
     out.append(f'<text x="{left + pw - 4}" y="{top + ph - 6}" text-anchor="end" class="axis">{escape(note)}</text>')

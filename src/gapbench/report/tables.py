@@ -7,10 +7,14 @@ import json
 from gapbench.compare import Comparison, fmt_num, fmt_pct, per_unit_text
 
 
-def gap_table(comp: Comparison) -> tuple[list[str], list[list[str]]]:
-    """Headers and rows: workload, unit, bound, one value column per platform (with % of peak), one gap per
-    non-baseline platform, and a published-gap column when a published figure applies."""
-    show_peak = any(c.pct_peak is not None for r in comp.rows for c in r.cells)
+def _peak_text(c) -> str:
+    return f"{c.pct_peak:.1f}% {'MFU' if c.peak_kind == 'MFU' else ''}".strip() if c.pct_peak is not None else "—"
+
+
+def gap_table(comp: Comparison, merge_peak: bool = False) -> tuple[list[str], list[list[str]]]:
+    """Headers and rows: workload, unit, bound, one value column per platform (with % of peak beside it, or in
+    it with merge_peak), one gap per non-baseline platform, and a published-gap column where one applies."""
+    show_peak = any(c.pct_peak is not None for r in comp.rows for c in r.cells) and not merge_peak
     has_published = any(r.published for r in comp.rows)
     headers = ["workload", "unit", "bound"]
     for i, p in enumerate(comp.platforms):
@@ -26,10 +30,9 @@ def gap_table(comp: Comparison) -> tuple[list[str], list[list[str]]]:
     for r in comp.rows:
         row = [r.label, r.unit + ("" if r.higher_is_better else " (lower is better)"), r.bound]
         for c in r.cells:
-            row.append(c.text)
+            row.append(c.text + (f" ({_peak_text(c)})" if merge_peak and c.pct_peak is not None else ""))
             if show_peak:
-                row.append(f"{c.pct_peak:.1f}% {'MFU' if c.peak_kind == 'MFU' else ''}".strip()
-                           if c.pct_peak is not None else "—")
+                row.append(_peak_text(c))
         for i in range(len(comp.platforms)):
             if i != comp.baseline:
                 row.append(r.gaps[i].text if i in r.gaps else "—")
@@ -45,14 +48,15 @@ def efficiency_table(comp: Comparison) -> tuple[list[str], list[list[str]]] | No
     rate_rows = [r for r in comp.rows if r.higher_is_better and per_unit_text(r.unit)]
     if not rate_rows or efficiency_note(comp):
         return None
+    shown = [i for i, p in enumerate(comp.platforms) if not p.reference]
     headers = ["workload"]
-    for p in comp.platforms:
-        headers += [f"{p.name} per W", f"{p.name} per $"]
+    for i in shown:
+        headers += [f"{comp.platforms[i].name} per W", f"{comp.platforms[i].name} per $"]
     rows = []
     for r in rate_rows:
         row = [r.label]
-        for i, c in enumerate(r.cells):
-            p = comp.platforms[i]
+        for i in shown:
+            c, p = r.cells[i], comp.platforms[i]
             if c.status != "ok":
                 row += [c.status, c.status]
                 continue
@@ -66,7 +70,7 @@ def efficiency_table(comp: Comparison) -> tuple[list[str], list[list[str]]] | No
 def efficiency_note(comp: Comparison) -> str | None:
     """One line instead of an empty efficiency table: no power measured anywhere and no price known."""
     any_power = any(c.per_watt is not None for r in comp.rows for c in r.cells)
-    any_price = any(p.price_usd_per_hour for p in comp.platforms)
+    any_price = any(p.price_usd_per_hour for p in comp.platforms if not p.reference)
     if any_power or any_price:
         return None
     return ("Efficiency: throughput per watt not measured (no energy counter was readable on any input: NVML, "
@@ -76,6 +80,8 @@ def efficiency_note(comp: Comparison) -> str | None:
 def prices_line(comp: Comparison) -> str:
     parts = []
     for p in comp.platforms:
+        if p.reference:
+            continue
         if p.price_usd_per_hour:
             parts.append(f"{p.name}: ${p.price_usd_per_hour:.2f}/h ({p.price_source})")
         else:

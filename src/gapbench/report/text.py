@@ -29,7 +29,9 @@ def terminal_renderables(comp: Comparison) -> list:
     out: list = []
     for w in comp.warnings:
         out.append(Text(f"warning: {w}", style="yellow"))
-    headers, rows = tables.gap_table(comp)
+    headers, rows = tables.gap_table(comp, merge_peak=True)
+    if any(c.pct_peak is not None for r in comp.rows for c in r.cells):
+        out.append(Text("values: median ± half the 95% CI (% of the device's peak, or MFU)", style="dim"))
     t = Table(title=Text(f"gap against {comp.base.name} (> 0: better)"), title_justify="left")
     gap_cols = {j for j, h in enumerate(headers) if h.startswith("gap ")}
     for j, h in enumerate(headers):
