@@ -162,16 +162,18 @@ class AmpTrain(Workload):
         batches = teacher_batches(p, dev.torch_device)
         key = (ctx.preset, str(dev))
 
-        # budget guard before the curves: one step, cold, tells how long a curve takes
+        # budget guard before the curves: the fastest of two warm steps (after a cold one) says how long a curve takes
         probe = Trainer(copy.deepcopy(model0), precision, dev.type, p["lr"])
-        step_s = time_once(lambda: probe.step(*batches[0]), dev)
+        cold_s = time_once(lambda: probe.step(*batches[0]), dev)
+        step_s = min(time_once(lambda: probe.step(*batches[0]), dev) for _ in range(2))
         curves_needed = 1 if precision == "fp32" or key in self._fp32 else 2
         estimate = step_s * p["steps"] * curves_needed
         if estimate > ctx.budget_s * 0.6:
             return self.too_slow(variant, ctx, step_s, p["batch"])
 
         losses, facts = loss_curve(model0, precision, batches, dev.type, p["lr"])
-        metrics: dict = {"loss_curve": [float(f"{v:.6g}") for v in losses], "native_bf16": has_native_bf16(dev), **facts,
+        metrics: dict = {"loss_curve": [float(f"{v:.6g}") for v in losses], "native_bf16": has_native_bf16(dev),
+                         "first_step_s": cold_s, **facts,
                          "tolerance": {"curve": CURVE_TOL, "final": FINAL_TOL, "window": FINAL_WINDOW}}
         if precision == "fp32":
             ref = losses
