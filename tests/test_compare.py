@@ -273,3 +273,11 @@ def test_lazy_api_names_stay_callable_after_import():
     for _ in range(2):
         assert gapbench.compare([a, b]).rows[0].gaps[1].pct == pytest.approx(100.0)
         assert gapbench.report([a, b], format="md").startswith("### Gap against a")
+
+
+def test_inputs_without_a_shared_row_warn():
+    a = result_set([gemm(1.0)], label="a")
+    b = result_set([membw(10.0)], label="b")
+    comp = compare([a, b])
+    assert any("no gap to show" in w for w in comp.warnings)
+    assert not any("no gap to show" in w for w in compare([a, result_set([gemm(2.0)], label="c")]).warnings)

@@ -599,6 +599,9 @@ def compare(result_sets, baseline=None, labels: list[str] | None = None, refs: l
         rows.append(Row(first.workload, first.variant, lead.unit, hib, cells, gaps, ai, bound,
                         _published_for(platforms, base_i, first.workload, first.variant)))
 
+    if len(all_sets) > 1 and rows and not any(g.pct is not None for r in rows for g in r.gaps.values()):
+        warnings.append("no row has a number on both sides: the inputs share no successfully measured "
+                        "workload variant, so there is no gap to show")
     comp = Comparison(platforms, base_i, rows, [], warnings)
     comp.takeaway = takeaway(comp)
     comp.coverage = coverage_table(platforms)
