@@ -121,7 +121,7 @@ def test_parallel_scan_matches_serial_and_is_fast(tmp_path):
         elif i % 3 == 1:
             write(d / f"k{i}.cu", "#include <cuda_runtime.h>\n__global__ void k(){}\n" + "int a;\n" * 50)
         else:
-            write(d / f"h{i}.h", "#pragma once\nint plain_header_%d;\n" % i + "// text\n" * 50)
+            write(d / f"h{i}.h", f"#pragma once\nint plain_header_{i};\n" + "// text\n" * 50)
     serial = scan(tmp_path, jobs=1)
     parallel = scan(tmp_path, jobs=2)
     assert serial.findings == parallel.findings and len(serial.findings) == 1500

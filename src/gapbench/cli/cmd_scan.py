@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import sys
@@ -58,19 +59,21 @@ def main(args) -> int:
     out = render(report, fmt, limit=args.limit)
     if fmt == "table":
         from rich.console import Console
-        console = Console(file=open(args.output, "w", encoding="utf-8") if args.output else sys.stdout,
-                          width=160 if args.output else None)
+        if args.output:
+            console = Console(record=True, width=160, file=io.StringIO())
+        else:
+            console = Console()
         for item in out:
             console.print(item)
         if args.output:
-            console.file.close()
-    elif args.output:
+            out = console.export_text()
+    if args.output:
         try:
             with open(args.output, "w", encoding="utf-8") as f:
                 f.write(out)
         except OSError as e:
             raise GapbenchError(f"{args.output}: cannot write: {e.strerror}") from None
-    else:
+    elif fmt != "table":
         sys.stdout.write(out)
     if args.output:
         print(f"wrote {args.output}", file=sys.stderr)

@@ -9,10 +9,11 @@ from dataclasses import dataclass
 from gapbench.scan.match_python import _line_starts, _position, _short
 from gapbench.scan.rules import Rule, RuleSet
 
-# A C/C++ file counts as CUDA code when it includes a CUDA-stack header or holds device code.
+# A C/C++ file counts as GPU code when it includes a CUDA- (or HIP-) stack header or holds device code.
 CPP_CUDA_HINT = re.compile(
     r'#\s*include\s*[<"][^>"\n]*(?:cuda|cublas|cudnn|cufft|cusparse|curand|nccl|cutlass|cute/|cub/|thrust/|nvrtc'
-    r'|nvml|nvtx|mma\.h|cooperative_groups)[^>"\n]*[>"]|\b__global__\b|<<<')
+    r'|nvml|nvtx|mma\.h|cooperative_groups|hip/|hipblas|hipfft|hipsparse|hiprand|hipcub|rccl|miopen)[^>"\n]*[>"]'
+    r'|\b__global__\b|\b__device__\b|<<<')
 # Comments in C/C++ (string literals are matched so that a "//" inside one is left alone; PTX lives there).
 _C_COMMENT_OR_STRING = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.DOTALL)
 _HASH_COMMENT_LINE = re.compile(r"^[ \t]*#(?![ \t]*include)[^\n]*", re.MULTILINE)
