@@ -119,6 +119,8 @@ def main(args) -> int:
         v = getattr(args, name)
         if v is not None and v <= 0:
             raise GapbenchError(f"--{name.replace('_', '-')} must be positive")
+    if args.resume and "RANK" in os.environ and not args.nproc:
+        raise GapbenchError("--resume is not available under an external launcher (torchrun); start the job again")
     if args.parallel and not args.nproc and "RANK" not in os.environ:
         raise GapbenchError("--parallel trains on several ranks: add --nproc N, or run gapbench under torchrun")
     plan = None
@@ -155,6 +157,10 @@ def main(args) -> int:
         print(json.dumps(rs.to_dict(), indent=1))
     else:
         out.print(results_table(rs))
+        from gapbench.dist.summary import headline_lines
+
+        for line in headline_lines(rs):
+            out.print(line, markup=False, highlight=False)
         bad = sum(1 for m in rs.measurements if not m.ok)
         out.print(f"{len(rs.measurements)} measurement(s), {bad} not ok · results: {rs.path}")
     return 0
