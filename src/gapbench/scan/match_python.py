@@ -71,14 +71,16 @@ class PythonRules:
                 else:
                     always = True
         self.hints = tuple(sorted(hints))
-        self.gates = sorted(gates.items())
+        # Plain literals first, the commonest ("cuda") at the head, so that `any` stops early.
+        self.gates = sorted(gates.items(), key=lambda g: (g[1] is not None, g[0] != "cuda", g[0]))
         # Cheapest first test: lower-cased literals, none containing another (most files fail it).
         lows = sorted({h.lower() for h in hints}, key=len)
         self._quick = tuple(h for i, h in enumerate(lows) if not any(o in h for o in lows[:i]))
         self.always = always
-        alternation = "|".join(map(re.escape, sorted(self.hints, key=len, reverse=True)))
         # Lines worth walking: a hint, an import, or any string constant when a string rule has no hint.
-        self._walk_rx = re.compile(alternation + "|import" + ("|['\"]" if always else ""))
+        lits = sorted({*(h for h in self.hints), "import"}, key=len)
+        self._walk_literals = tuple(h for i, h in enumerate(lits) if not any(o in h for o in lits[:i]))
+        self._walk_rx = re.compile("['\"]") if always else None
         self._fallback = self._fallback_patterns()
 
     def worth_parsing(self, text: str) -> bool:
@@ -159,7 +161,10 @@ class PythonRules:
         def add(rule: Rule, lineno: int, byte_col: int, shown: str):
             found.append(PythonMatch(rule, lineno, col(lineno, byte_col), _short(shown)))
 
-        nodes = _pruned_walk(tree, _lines_of(self._walk_rx, text, starts))
+        walk_lines = _lines_with(self._walk_literals, text, starts)
+        if self._walk_rx is not None:
+            walk_lines = sorted(set(walk_lines) | set(_lines_of(self._walk_rx, text, starts)))
+        nodes = _pruned_walk(tree, walk_lines)
         # Imports first (flow-insensitive: an alias anywhere in the file counts everywhere).
         for node in nodes:
             if isinstance(node, ast.Import):
@@ -250,6 +255,20 @@ def _lines_of(rx: re.Pattern, text: str, starts: list[int]) -> list[int]:
         if not out or out[-1] != line:
             out.append(line)
     return out
+
+
+def _lines_with(literals: tuple[str, ...], text: str, starts: list[int]) -> list[int]:
+    """Sorted line numbers (1-based) holding one of the literals (str.find is much faster than a regex
+    alternation over a large file)."""
+    lines: set[int] = set()
+    for lit in literals:
+        i = text.find(lit)
+        while i >= 0:
+            line = bisect_right(starts, i)
+            lines.add(line)
+            # jump to the next line: one hit per line is enough
+            i = text.find(lit, starts[line] if line < len(starts) else len(text))
+    return sorted(lines)
 
 
 def _pruned_walk(tree: ast.AST, lines: list[int]) -> list[ast.AST]:
