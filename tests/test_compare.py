@@ -228,19 +228,21 @@ def test_published_gap_shown_for_mi300x_against_h100():
 
 
 def test_coverage_and_frameworks_side_by_side_and_absent():
-    cov = {"summary": {"total": 10, "native": 8, "cpu_fallback": 1, "unsupported": 1, "wrong_result": 0, "error": 0,
-                       "skipped": 0, "native_pct": 80.0},
+    cov = {"summary": {"total": 12, "native": 8, "cpu_fallback": 1, "unsupported": 1, "wrong_result": 0, "error": 0,
+                       "skipped": 2, "native_pct": 80.0},
            "families": {"conv": {"total": 4, "native": 4, "cpu_fallback": 0, "unsupported": 0, "wrong_result": 0,
                                  "error": 0, "skipped": 0, "native_pct": 100.0}}}
-    fw = [{"framework": "vllm", "version": "0.6", "status": "ok", "device": "cpu", "reason": ""},
-          {"framework": "deepspeed", "version": None, "status": "unsupported", "device": "cpu", "reason": "no CUDA"}]
+    fw = [{"framework": "jax", "version": "0.4", "status": "works", "device": "cpu", "reason": ""},
+          {"framework": "paddle", "version": None, "status": "not_installed", "device": None,
+           "reason": "python module 'paddle' not found"}]
     a = result_set([gemm(1.0)], label="a", coverage=cov, frameworks=fw)
     b = result_set([gemm(1.0)], label="b")
     comp = compare([a, b])
     assert comp.coverage["columns"] == ["family", "a", "b"]
     assert comp.coverage["rows"][0][1].startswith("80.0% native (8/10)") and comp.coverage["rows"][0][2] == "not audited"
     assert comp.coverage["rows"][1][0] == "conv"
-    assert comp.frameworks["rows"][1][1] == "unsupported (no CUDA)" and comp.frameworks["rows"][0][2] == "not probed"
+    assert comp.frameworks["rows"][1][1] == "not_installed (python module 'paddle' not found)"
+    assert comp.frameworks["rows"][0][1] == "works 0.4" and comp.frameworks["rows"][0][2] == "not probed"
     plain = compare([b, b.__class__(**{**b.__dict__, "run_id": "other"})])
     assert plain.coverage is None and plain.frameworks is None
 

@@ -683,6 +683,8 @@ def _coverage_text(d: dict | None) -> str:
     if not isinstance(d, dict):
         return "—"
     total, native = d.get("total"), d.get("native")
+    if isinstance(total, (int, float)) and isinstance(d.get("skipped"), (int, float)):
+        total = total - d["skipped"]  # native_pct counts the ops tested, not the skipped ones
     pct = d.get("native_pct")
     if pct is None and isinstance(total, (int, float)) and total and isinstance(native, (int, float)):
         pct = native / total * 100.0
@@ -734,7 +736,7 @@ def frameworks_table(platforms: list[Platform]) -> dict | None:
             text = str(f.get("status", "?"))
             if f.get("version"):
                 text += f" {f['version']}"
-            if f.get("reason") and f.get("status") not in ("ok", "native", "supported"):
+            if f.get("reason") and f.get("status") not in ("works", "ok"):
                 text += f" ({f['reason']})"
             row.append(re.sub(r"\s+", " ", text))
         rows.append(row)
