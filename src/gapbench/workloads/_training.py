@@ -100,9 +100,11 @@ def choose_precision(device: Device, options: dict, *, low_memory_weights: bool 
     master weights for its grad scaler. Inference stores weights in the compute dtype, as pipelines do.
     """
     asked = options.get("dtype")
-    if asked is not None and asked not in DTYPES:
-        raise ValueError(f"dtype {asked!r} is not one of {', '.join(DTYPES)} for the model workloads")
+    if isinstance(asked, (list, tuple)):
+        asked = ",".join(asked)
     dtype = asked or default_dtype(device)
+    if dtype not in DTYPES:  # e.g. fp8 meant for gemm: the run reports it unsupported, it does not crash
+        return Precision(dtype=dtype, weights=dtype, source="option")
     if not training or (low_memory_weights and dtype == "bf16"):
         weights = dtype
     else:
@@ -112,6 +114,8 @@ def choose_precision(device: Device, options: dict, *, low_memory_weights: bool 
 
 def precision_unsupported(device: Device, precision: Precision) -> str:
     """'' when the device can compute in this precision at all, else why not."""
+    if precision.dtype not in DTYPES:
+        return f"dtype {precision.dtype!r}: the model workloads run {', '.join(DTYPES)}"
     ok, why = supports_dtype(device, precision.torch_dtype)
     return "" if ok else f"{precision.dtype}: {why}"
 
@@ -155,7 +159,12 @@ def sdpa_context(backends: list | None):
 
 def is_unavailable_kernel(exc: BaseException) -> bool:
     """The restricted SDPA backend cannot run these inputs on this device."""
-    return isinstance(exc, RuntimeError) and "No available kernel" in str(exc)
+    text = str(exc)
+    return isinstance(exc, RuntimeError) and ("No available kernel" in text or "No viable backend" in text)
+
+
+def no_kernel_reason(attention: str, device: Device) -> str:
+    return f"attention backend {attention!r} has no kernel for these inputs on {device}"
 
 
 # ---- the training step ------------------------------------------------------------------------------
@@ -293,12 +302,31 @@ def auto_batch_ceiling(bytes_per_sample: float, fixed_bytes: float, device: Devi
     On an accelerator the estimate is doubled (the back-off corrects it cheaply). On the CPU an OOM is
     usually the kernel's OOM killer, not an exception, so the ceiling is half the estimate instead.
     """
-    free = max(device.free_memory() - fixed_bytes, 0)
+    free = device.free_memory()
+    if device.is_cpu:
+        headroom = address_space_headroom()
+        free = min(free, headroom) if headroom is not None else free
+    free = max(free - fixed_bytes, 0)
     est = free / max(bytes_per_sample, 1.0)
     est = est * 0.5 if device.is_cpu else est * 2
     if est < 1:
         return 1
     return int(min(cap, 2 ** math.ceil(math.log2(est)) if not device.is_cpu else 2 ** math.floor(math.log2(est))))
+
+
+def address_space_headroom() -> int | None:
+    """Bytes this process may still map under RLIMIT_AS (the runner's --memory-limit), None when unlimited."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY:
+        return None
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmSize:"):
+                    return max(soft - int(line.split()[1]) * 1024, 0)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def activation_bytes_per_sample(seq: int, hidden: int, layers: int, heads: int, dtype_bytes: int,
@@ -349,6 +377,23 @@ def peak_tflops(device: Device, dtype: str) -> float | None:
     except Exception:  # a spec table problem must not fail a measurement
         return None
     return float(value) if value else None
+
+
+def time_at_peak_s(flops: float | None, device: Device, dtype: str) -> float | None:
+    """A lower bound on the seconds `flops` take: the time at the device's dense peak (None if unknown).
+    Lets a workload say `too_slow` before building a model that could never fit its budget."""
+    peak = peak_tflops(device, dtype)
+    if not flops or not peak:
+        return None
+    return flops / (peak * 1e12)
+
+
+def too_slow_at_peak(workload, variant, ctx, floor_s: float, dtype: str):
+    """The `too_slow` result for a step that cannot fit the budget even at the device's dense peak."""
+    return workload.failed(variant, ctx, "too_slow",
+                           f"even at the device's dense {dtype} peak one iteration takes {floor_s:.3g} s; "
+                           f"measuring it needs several and the budget is {ctx.budget_s:.0f} s",
+                           metrics={"estimated_time_per_iter_s": floor_s, "estimate_basis": "dense peak"})
 
 
 def mfu(achieved_flops_per_s: float | None, peak: float | None) -> float | None:
@@ -476,6 +521,10 @@ def measure_training(workload, variant, ctx, job: TrainingJob):
 
     device = ctx.device
     clock = Clock(ctx.budget_s)
+    if job.batch_size != "auto":
+        floor = time_at_peak_s(job.flops_per_step(job.batch_size), device, job.precision.peak_dtype)
+        if floor is not None and floor * (CHECK_STEPS + 5) > ctx.budget_s:
+            return too_slow_at_peak(workload, variant, ctx, floor, job.precision.peak_dtype)
     memory = PeakMemory(device)
     memory.reset()
     torch.manual_seed(0)

@@ -140,7 +140,7 @@ class BertFinetune(Workload):
             return tr.measure_training(self, variant, ctx, job)
         except RuntimeError as e:
             if tr.is_unavailable_kernel(e):
-                return self.failed(variant, ctx, "unsupported", f"attention {prm['attention']}: {e}")
+                return self.failed(variant, ctx, "unsupported", tr.no_kernel_reason(prm["attention"], ctx.device))
             raise
 
     def build_step(self, preset: str, device: torch.device) -> Callable[[], None]:

@@ -251,6 +251,11 @@ class DiffusionInfer(Workload):
         if short:
             return self.failed(variant, ctx, "oom", short)
 
+        if prm["batch_size"] != "auto":  # even at the dense peak, would five calls fit the budget?
+            floor = tr.time_at_peak_s(pipeline_flops(ctx.preset, prm["batch_size"], steps), device,
+                                      precision.peak_dtype)
+            if floor is not None and floor * 5 > ctx.budget_s:
+                return tr.too_slow_at_peak(self, variant, ctx, floor, precision.peak_dtype)
         clock = tr.Clock(ctx.budget_s)
         memory = tr.PeakMemory(device)
         memory.reset()
@@ -300,7 +305,7 @@ class DiffusionInfer(Workload):
                 return self.too_slow(variant, ctx, e.estimate_s, batch)
         except RuntimeError as e:
             if tr.is_unavailable_kernel(e):
-                return self.failed(variant, ctx, "unsupported", f"attention {prm['attention']}: {e}")
+                return self.failed(variant, ctx, "unsupported", tr.no_kernel_reason(prm["attention"], ctx.device))
             raise
         image = last["image"]
         expect = (batch, p.vae["out_channels"], p.image_size, p.image_size)

@@ -93,7 +93,10 @@ def build_llama(cfg: dict, attention: str, device: torch.device, dtype: torch.dt
     with torch.device(device), tr.creating_dtype(dtype):
         model = LlamaForCausalLM(config)
     if checkpointing:
-        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5
+            model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        else:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return model
 
 
@@ -166,7 +169,7 @@ class LlmTrain(Workload):
             m = tr.measure_training(self, variant, ctx, job)
         except RuntimeError as e:
             if tr.is_unavailable_kernel(e):
-                return self.failed(variant, ctx, "unsupported", f"attention {prm['attention']}: {e}")
+                return self.failed(variant, ctx, "unsupported", tr.no_kernel_reason(prm["attention"], ctx.device))
             raise
         if p.full_config is not None and m.ok:
             m.metrics.update(_full_model_estimate(p, m.metrics["achieved_tflops"] * 1e12))
