@@ -8,6 +8,7 @@ import torch
 
 from gapbench import runner
 from gapbench.dist.parallel import repeated_blocks, unsupported_reason
+from gapbench.dist.training import scaling_pairs
 
 pytest.importorskip("transformers")
 
@@ -29,6 +30,9 @@ def test_ddp_training_on_two_cpu_ranks(tmp_path):
     assert p.metrics["single_device_throughput"] == s.value
     assert p.metrics["scaling_efficiency"] == pytest.approx(p.value / (2 * s.value))
     assert {k: v for k, v in p.variant.items() if k not in ("parallel", "world_size")} == s.variant
+    # the same pairing at report time, from the rows alone
+    [(pp, ss, eff)] = scaling_pairs(rs.measurements)
+    assert pp is p and ss is s and eff == pytest.approx(p.metrics["scaling_efficiency"])
 
 
 def test_parallel_modes_and_blocks():

@@ -130,7 +130,8 @@ def run(job: dict, events: FileEvents, status: Status) -> None:
     me = replace(me, node_count=len(hosts))
     ident["distributed"] = {
         "world_size": n, "nodes": len(hosts), "ranks_per_node": me.local_world_size, "backend": backend,
-        "launcher": me.launcher, "hosts": hosts, "ranks": peers, "interconnect": info.interconnect(kind),
+        "launcher": me.launcher, "hosts": hosts, "ranks": peers,
+        "interconnect": info.interconnect(kind) if rank == 0 else None,
         "torch_distributed": {"nccl": ident.get("libraries", {}).get("nccl") or ident.get("libraries", {}).get("rccl"),
                               "gloo": dist.is_gloo_available()}}
     events.send("hello", pid=os.getpid(), device=ident)
@@ -185,6 +186,7 @@ def run(job: dict, events: FileEvents, status: Status) -> None:
             tb = traceback.extract_tb(e.__traceback__)
             where = f" at {os.path.basename(tb[-1].filename)}:{tb[-1].lineno}" if tb else ""
             m = w.failed(v, ctx, "oom" if _is_oom(e) else "error", f"{e.__class__.__name__}: {e}{where}")
+            status.set(phase=f"variant raised {e.__class__.__name__}; waiting for the other ranks")
             device.empty_cache()
         if m.peak_memory_bytes is None:
             m = replace(m, peak_memory_bytes=device.peak_memory())

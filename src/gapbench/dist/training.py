@@ -106,3 +106,24 @@ def dispatching(original):
 def scaling_efficiency(parallel_total: float, world_size: int, single: float) -> float:
     """Total throughput on n devices over n times the throughput on one device (1.0 = linear scaling)."""
     return parallel_total / (world_size * single)
+
+
+def scaling_pairs(measurements) -> list[tuple]:
+    """(parallel row, single-device row, efficiency) for every parallel training row that has a single-device
+    row of the same workload, preset and variant (less `parallel`/`world_size`) among `measurements` — for
+    reports over results merged from separate runs."""
+    import json
+
+    def key(m, params: dict) -> tuple:
+        return (m.workload, m.preset, json.dumps(params, sort_keys=True))
+
+    single = {key(m, m.variant): m for m in measurements if m.ok and "parallel" not in m.variant}
+    out = []
+    for m in measurements:
+        if not (m.ok and m.variant.get("parallel") and m.variant.get("world_size")):
+            continue
+        plain = {k: v for k, v in m.variant.items() if k not in ("parallel", "world_size")}
+        s = single.get(key(m, plain))
+        if s is not None and s.value:
+            out.append((m, s, scaling_efficiency(m.value, int(m.variant["world_size"]), s.value)))
+    return out
