@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import math
 
-import pytest
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
