@@ -31,6 +31,8 @@ def add_arguments(p) -> None:
                    help="OpInfo sample inputs run per (op, dtype) (default 8)")
     p.add_argument("--extra-ops", default=os.environ.get(EXTRA_OPS_ENV), metavar="MODULE",
                    help=f"module or .py file adding OpInfo entries (extra_ops() or EXTRA_OPS); env {EXTRA_OPS_ENV}")
+    p.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="torch CPU threads in the worker (default: 1 when auditing the CPU, torch's default otherwise)")
     p.add_argument("--label", default=None, help="name of this platform in comparisons")
     p.add_argument("--list", action="store_true", help="list the OpInfo entries that would be audited, then stop")
     p.add_argument("--show", default="20", metavar="N|all",
@@ -59,6 +61,8 @@ def main(args) -> int:
             for e in entries:
                 print(f"{e['op']}{'.' + e['variant'] if e['variant'] else ''}\t{e['family']}")
         return 0
+    if args.threads is not None and args.threads < 1:
+        raise GapbenchError("--threads must be at least 1")
     if args.max_samples < 1:
         raise GapbenchError("--max-samples must be at least 1")
     from gapbench import devices
@@ -69,7 +73,8 @@ def main(args) -> int:
         output = f"coverage-{dev.type}.json"
     kwargs = dict(device=str(dev), dtypes=args.dtype, ops=args.ops, grad=args.grad, output=output,
                   budget_s=parse_time(args.budget, "--budget"), op_timeout_s=parse_time(args.op_timeout, "--op-timeout"),
-                  resume=args.resume, max_samples=args.max_samples, extra_ops=args.extra_ops, label=args.label)
+                  resume=args.resume, max_samples=args.max_samples, extra_ops=args.extra_ops, label=args.label,
+                  threads=args.threads)
     show_progress = not args.quiet and not args.json and sys.stderr.isatty()
     if show_progress:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn

@@ -103,15 +103,20 @@ def read_journal(path: str | Path) -> tuple[dict, dict[str, dict]]:
 def audit(device: str | None = "cpu", dtypes=DEFAULT_DTYPES, ops: str | None = None, grad: bool = False,
           output: str | Path | None = None, budget_s: float | None = None, op_timeout_s: float = 60.0,
           resume: str | Path | None = None, max_samples: int = 8, extra_ops: str | None = None,
-          label: str | None = None, progress: Callable[[int, int, dict], None] | None = None) -> ResultSet:
+          label: str | None = None, threads: int | None = None,
+          progress: Callable[[int, int, dict], None] | None = None) -> ResultSet:
     """Audit operator coverage of `device`; return (and write to `output`) a results file with `coverage` set.
 
     ops: a regular expression matched against OpInfo names ('linalg.*|nn.functional.*'); None for all.
     extra_ops: a module or .py file defining extra OpInfo entries (extra_ops() or EXTRA_OPS), e.g. for tests.
+    threads: torch CPU threads in the worker; default 1 when auditing the CPU (per-core kernel times that
+    other load on the machine cannot turn into OpenMP stalls), torch's default otherwise.
     progress(done, total, row) is called after each finished (op, dtype) unit.
     """
     dev = devices.resolve(device)
     dtype_names = parse_dtypes(dtypes)
+    if threads is None and dev.is_cpu:
+        threads = 1
     if op_timeout_s <= 0:
         raise GapbenchError("--op-timeout must be positive")
     started = now_iso()
@@ -164,7 +169,7 @@ def audit(device: str | None = "cpu", dtypes=DEFAULT_DTYPES, ops: str | None = N
     try:
         while pending and not out_of_budget:
             cfg = {"mode": "audit", "device": str(dev), "units": pending, "grad": grad, "ops": ops,
-                   "extra_ops": extra_ops, "max_samples": max_samples}
+                   "extra_ops": extra_ops, "max_samples": max_samples, "threads": threads}
             w = Worker(cfg, dev.type)
             current: tuple | None = None
             t_unit = time.monotonic()
@@ -220,7 +225,7 @@ def audit(device: str | None = "cpu", dtypes=DEFAULT_DTYPES, ops: str | None = N
     rs = build_result_set(dev, dtype_names, grad, rows, started=started, label=label,
                           options={"ops": ops, "dtypes": dtype_names, "grad": grad, "budget_s": budget_s,
                                    "op_timeout_s": op_timeout_s, "max_samples": max_samples,
-                                   "extra_ops": extra_ops},
+                                   "extra_ops": extra_ops, "threads": threads},
                           missing=len(units) - len(rows))
     if output:
         save(rs, output)
@@ -255,6 +260,7 @@ def build_result_set(dev, dtype_names: list[str], grad: bool, rows: list[dict], 
         "summary": summary,
         "families": families,
         "ops": rows,
+        "cpu_threads": options.get("threads"),
         "headline": headline(summary),
         "not_audited": missing,
     }

@@ -218,7 +218,7 @@ class Runner:
             fn()
             self.sync(device)
             times, total = [], 0.0
-            while len(times) < 3 or (total < self.time_target_s and len(times) < 50):
+            while len(times) < 5 or (total < self.time_target_s and len(times) < 50):
                 t0 = time.perf_counter()
                 fn()
                 self.sync(device)
