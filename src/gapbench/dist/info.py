@@ -116,18 +116,26 @@ def _strip_ansi(text: str) -> str:
 
 
 def nvlink_summary(topo_text: str) -> dict:
-    """Counts of link kinds between GPU pairs in an `nvidia-smi topo -m` matrix (NV#, PIX, PXB, PHB, NODE, SYS)."""
+    """How many GPU pairs each link kind joins in an `nvidia-smi topo -m` matrix (NV#, PIX, PXB, PHB, NODE,
+    SYS), each unordered pair counted once; the NIC and affinity columns are left out."""
+    lines = [ln for ln in _strip_ansi(topo_text).splitlines() if ln.strip()]
+    header = next((ln.split() for ln in lines if ln.split() and re.fullmatch(r"GPU\d+", ln.split()[0])
+                   and not ln.startswith("GPU")), None) or next((ln.split() for ln in lines), [])
+    gpus = 0
+    for tok in header:
+        if not re.fullmatch(r"GPU\d+", tok):
+            break
+        gpus += 1
     counts: dict[str, int] = {}
-    for line in _strip_ansi(topo_text).splitlines():
+    for line in lines:
         cells = line.split()
-        if not cells or not re.fullmatch(r"GPU\d+", cells[0]):
+        m = re.fullmatch(r"GPU(\d+)", cells[0]) if cells else None
+        if not m or line[0].isspace():
             continue
-        for cell in cells[1:]:
-            if cell == "X" or re.fullmatch(r"NV\d+|PIX|PXB|PHB|NODE|SYS", cell):
-                if cell != "X":
-                    counts[cell] = counts.get(cell, 0) + 1
-            else:
-                break  # the CPU/NUMA affinity columns follow the GPU columns
+        i = int(m.group(1))
+        for j, cell in enumerate(cells[1:1 + gpus]):
+            if j > i and re.fullmatch(r"NV\d+|PIX|PXB|PHB|NODE|SYS", cell):
+                counts[cell] = counts.get(cell, 0) + 1
     return counts
 
 

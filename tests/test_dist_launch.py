@@ -1,0 +1,64 @@
+"""Launching: the CLI with --nproc (torch's elastic launcher), gapbench under an external torchrun, input
+errors, and what the device identity records about the interconnect."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import gapbench
+from gapbench.dist.info import backend_for, nvlink_summary
+
+
+def test_collectives_suite_through_the_cli(tmp_path):
+    out = tmp_path / "out.json"
+    r = gapbench("run", "--suite", "collectives", "--nproc", "2", "--device", "cpu", "--min-time", "0.005",
+                 "--repeats", "3", "--output", out, "--no-history", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "all_reduce on 2 ranks: busbw plateau" in r.stdout
+    assert "latency" in r.stdout
+    data = json.loads(out.read_text())
+    assert data["suite"] == "collectives" and data["device"]["distributed"]["world_size"] == 2
+    assert all(m["status"] == "ok" for m in data["measurements"])
+
+
+@pytest.mark.slow
+def test_gapbench_joins_an_external_torchrun_job(tmp_path):
+    out = tmp_path / "out.json"
+    r = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                        "-m", "gapbench", "run", "--workload", "collective:tiny", "--device", "cpu",
+                        "--min-time", "0.005", "--repeats", "3", "--output", str(out), "--no-history", "--quiet"],
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.count("results: ") == 1  # rank 0 reports; rank 1 prints and writes nothing
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
+    data = json.loads(out.read_text())
+    d = data["device"]["distributed"]
+    assert d["launcher"] == "torchrun" and d["world_size"] == 2
+    assert data["measurements"] and all(m["status"] == "ok" for m in data["measurements"])
+
+
+def test_bad_launch_options_are_one_line_errors(tmp_path):
+    r = gapbench("run", "--workload", "collective:tiny", "--device", "cpu", "--nproc", "0", cwd=tmp_path)
+    assert r.returncode == 2 and "--nproc must be at least 1" in r.stderr and "Traceback" not in r.stderr
+    r = gapbench("run", "--workload", "llm-train:tiny", "--device", "cpu", "--parallel", "ddp", cwd=tmp_path)
+    assert r.returncode == 2 and "add --nproc N" in r.stderr
+
+
+def test_backends_per_device():
+    assert [backend_for(t) for t in ("cuda", "cpu", "npu", "xpu")] == ["nccl", "gloo", "hccl", "xccl"]
+
+
+def test_nvlink_summary_counts_link_kinds_between_gpu_pairs():
+    topo = (
+        "\x1b[4mGPU0\tGPU1\tGPU2\tGPU3\tNIC0\tCPU Affinity\tNUMA Affinity\x1b[0m\n"
+        "GPU0\t X \tNV18\tNV18\tSYS\tPXB\t0-47\t0\n"
+        "GPU1\tNV18\t X \tNV18\tSYS\tSYS\t0-47\t0\n"
+        "GPU2\tNV18\tNV18\t X \tPIX\tSYS\t48-95\t1\n"
+        "GPU3\tSYS\tSYS\tPIX\t X \tSYS\t48-95\t1\n"
+        "NIC0\tPXB\tSYS\tSYS\tSYS\t X\n"
+    )
+    assert nvlink_summary(topo) == {"NV18": 3, "SYS": 2, "PIX": 1}
