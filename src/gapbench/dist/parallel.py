@@ -4,7 +4,7 @@
 
 FSDP shards each repeated block (every module of a ModuleList whose items share one type, such as a
 transformer's decoder layers) and then the root, as the FSDP2 tutorials do; it needs
-torch.distributed.fsdp.fully_shard (torch 2.6 or newer).
+torch.distributed.fsdp.fully_shard (torch 2.6 or newer; 2.4 and 2.5 have it under _composable).
 """
 
 from __future__ import annotations
@@ -16,12 +16,20 @@ from gapbench.devices import Device
 MODES = ("ddp", "fsdp")
 
 
-def fsdp2_available() -> bool:
+def _fully_shard():
+    """FSDP2's fully_shard: public since torch 2.6, under _composable in 2.4-2.5; None before."""
     try:
-        from torch.distributed.fsdp import fully_shard  # noqa: F401
+        from torch.distributed.fsdp import fully_shard
     except ImportError:
-        return False
-    return True
+        try:
+            from torch.distributed._composable.fsdp import fully_shard
+        except ImportError:
+            return None
+    return fully_shard
+
+
+def fsdp2_available() -> bool:
+    return _fully_shard() is not None
 
 
 def unsupported_reason(mode: str) -> str:
@@ -52,8 +60,7 @@ def wrap_model(model: torch.nn.Module, mode: str, device: Device) -> torch.nn.Mo
 
         ids = None if device.is_cpu else [device.index]
         return DistributedDataParallel(model, device_ids=ids)
-    from torch.distributed.fsdp import fully_shard
-
+    fully_shard = _fully_shard()
     for block in repeated_blocks(model):
         fully_shard(block)
     fully_shard(model)
