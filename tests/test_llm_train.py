@@ -151,3 +151,40 @@ def test_build_step_runs_under_fake_tensors_and_for_real():
 def test_unknown_preset_is_a_clear_error():
     with pytest.raises(ValueError, match="unknown llm-train preset"):
         lt.LlmTrain().variants("llama2-999b", ctx())
+
+
+_AUTO_SCRIPT = """
+import json, resource, sys
+import transformers  # noqa: F401  (imported before the limit, as in a worker that already built a model)
+from gapbench import devices
+from gapbench.workloads.base import Context
+from gapbench.workloads.llm_train import LlmTrain
+vm = [int(line.split()[1]) * 1024 for line in open('/proc/self/status') if line.startswith('VmSize:')][0]
+resource.setrlimit(resource.RLIMIT_AS, (vm + 400 * 2**20, resource.RLIM_INFINITY))
+c = Context(device=devices.resolve("cpu"), preset="tiny", budget_s=300, min_time_s=0.05, repeats=3,
+            options={"batch_size": "auto"})
+w = LlmTrain()
+(v,) = w.variants("tiny", c)
+m = w.run(v, c)
+print(json.dumps({"status": m.status, "reason": m.reason, "batch": m.metrics.get("batch_size"),
+                  "tried": m.metrics.get("auto_batch_tried"), "flops": m.flops, "work": m.metrics.get("work_per_step")}))
+"""
+
+
+@pytest.mark.slow
+def test_auto_batch_under_a_memory_limit():
+    """`--batch-size auto` in a process with 400 MiB of address space left: a batch that fits, and the
+    FLOPs and tokens of that batch."""
+    import json
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-c", _AUTO_SCRIPT], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    res = json.loads(out.stdout.strip().splitlines()[-1])
+    assert res["status"] == "ok", res["reason"]
+    b = res["batch"]
+    assert isinstance(b, int) and 1 <= b <= 256
+    assert [b, True] in res["tried"]
+    assert res["work"] == b * 128
+    assert res["flops"] == b * 128 * lt.llama_train_flops_per_token(lt.TINY, 128)
