@@ -41,3 +41,15 @@ def test_parallel_modes_and_blocks():
     model = torch.nn.Sequential(torch.nn.Embedding(8, 4),
                                 torch.nn.ModuleList([torch.nn.Linear(4, 4) for _ in range(3)]))
     assert len(repeated_blocks(model)) == 3
+
+
+@pytest.mark.slow
+def test_fsdp2_training_on_two_cpu_ranks(tmp_path):
+    rs = runner.run_suite(device="cpu", workload_specs=["bert-finetune:tiny"], nproc=2, variant_budget_s=60,
+                          min_time_s=0.05, repeats=3, output=str(tmp_path / "out.json"), history=False,
+                          options={"parallel": "fsdp", "scaling_baseline": False, "dtype": "fp32"})
+    [m] = rs.measurements
+    assert m.ok, m.reason
+    assert m.variant["parallel"] == "fsdp" and m.metrics["parallel"] == "fsdp"
+    assert m.metrics["check_losses"][-1] < m.metrics["check_losses"][0]
+    assert "scaling_efficiency" not in m.metrics  # no baseline asked for
