@@ -136,7 +136,7 @@ def main(args) -> int:
             memory_limit_bytes=int(args.memory_limit * 2**30) if args.memory_limit else None,
             nproc=args.nproc, backend=args.backend,
         )
-    show = not args.quiet and not args.json and err.is_terminal
+    show = not args.quiet and not args.json and err.is_terminal and os.environ.get("RANK", "0") == "0"
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=err, transient=True) if show else None
     reporter = _ProgressReporter(progress)
