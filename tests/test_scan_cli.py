@@ -1,4 +1,5 @@
-"""gapbench scan / port through the real CLI (`python -m gapbench`): output formats and exit codes 0/1/2."""
+"""gapbench scan / port through the CLI: a real `python -m gapbench` subprocess for the exit codes 0/1/2, and
+the same entry point in-process (gapbench.cli.main) for the rest, to keep the suite fast."""
 
 from __future__ import annotations
 
@@ -8,61 +9,60 @@ import subprocess
 import sys
 from pathlib import Path
 
+from gapbench.cli import main as cli
+
 FIX = Path(__file__).resolve().parent / "fixtures" / "scan"
 
 
-def run(*args, cwd=None):
+def run(*args):
     return subprocess.run([sys.executable, "-m", "gapbench", *map(str, args)], capture_output=True, text=True,
-                          timeout=120, cwd=cwd, env={**os.environ, "COLUMNS": "200"})
+                          timeout=180, env={**os.environ, "COLUMNS": "200"})
 
 
-def test_scan_table_and_json():
-    p = run("scan", FIX / "build")
-    assert p.returncode == 0, p.stderr
-    assert "CUDA lock-in per target" in p.stdout and "build-docker-nvidia-base" in p.stdout
-    p = run("scan", FIX / "build", "--target", "rocm", "--format", "json")
-    assert p.returncode == 0, p.stderr
+def test_subprocess_exit_codes(tmp_path):
+    p = run("scan", FIX / "build", "--target", "rocm", "--format", "json", "--fail-on", "manual")
+    assert p.returncode == 0, p.stderr          # build fixtures: nothing manual for ROCm
     d = json.loads(p.stdout)
     assert d["targets"] == ["rocm"] and d["stats"]["findings"] == len(d["findings"]) > 0
+    p = run("scan", FIX / "python", "--fail-on", "blocker")
+    assert p.returncode == 1 and "--fail-on" in p.stderr       # tensorrt and gds are blockers everywhere
+    assert "CUDA lock-in per target" in p.stdout
+    p = run("scan", tmp_path / "missing")
+    assert p.returncode == 2 and p.stderr.strip().count("\n") == 0 and "no such file" in p.stderr
 
 
-def test_fail_on_exit_codes(tmp_path):
-    # fixtures/scan/python holds blockers for every target (tensorrt, gds)
-    assert run("scan", FIX / "python", "--fail-on", "blocker", "-f", "json").returncode == 1
-    # the build fixtures have no manual or blocker finding for ROCm ...
-    p = run("scan", FIX / "build", "--fail-on", "manual", "--target", "rocm", "-f", "json")
-    assert p.returncode == 0, p.stderr
-    # ... but nvcc is a blocker for Ascend
-    p = run("scan", FIX / "build", "--fail-on", "blocker", "--target", "npu", "-f", "sarif")
-    assert p.returncode == 1 and "--fail-on" in p.stderr
-    assert json.loads(p.stdout)["version"] == "2.1.0"
+def test_fail_on_with_target_selection(capsys):
+    assert cli(["scan", str(FIX / "build"), "--fail-on", "blocker", "--target", "rocm", "-f", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["targets"] == ["rocm"]
+    assert cli(["scan", str(FIX / "build"), "--fail-on", "blocker", "--target", "npu", "-f", "sarif"]) == 1
+    out = capsys.readouterr()     # nvcc has no Ascend equivalent
+    assert "--fail-on" in out.err and json.loads(out.out)["version"] == "2.1.0"
 
 
-def test_bad_input_is_one_line_and_exit_2(tmp_path):
-    for args in (["scan", tmp_path / "missing"], ["scan", FIX, "--target", "cuda"], ["scan", FIX, "-f", "xml"],
-                 ["scan", FIX, "--max-size", "lots"], ["port", FIX / "port" / "src", "-o", FIX / "port"],
-                 ["port", FIX / "port" / "src", "-o", FIX / "port" / "src" / "out"]):
-        p = run(*args)
-        assert p.returncode == 2, (args, p.stdout, p.stderr)
-        assert len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr, p.stderr
+def test_bad_input_exit_2(tmp_path, capsys):
+    for args in (["scan", str(FIX), "--target", "cuda"], ["scan", str(FIX), "-f", "xml"],
+                 ["scan", str(FIX), "--max-size", "lots"], ["scan", str(FIX), "-f", "md", "-o",
+                                                            str(tmp_path / "nodir" / "x.md")],
+                 ["port", str(FIX / "port" / "src"), "-o", str(FIX / "port")],
+                 ["port", str(FIX / "port" / "src"), "-o", str(FIX / "port" / "src" / "out")],
+                 ["port", str(FIX / "port" / "src"), "-o", str(tmp_path / "x"), "--target", "npu"]):
+        assert cli(args) == 2, args
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and err.startswith("gapbench: error:"), err
     assert not (FIX / "port" / "src" / "out").exists()
 
 
-def test_output_files_md_html(tmp_path):
-    for fmt in ("md", "html"):
+def test_output_files(tmp_path):
+    for fmt in ("md", "html", "table"):
         out = tmp_path / f"r.{fmt}"
-        p = run("scan", FIX / "cpp", "--format", fmt, "--output", out)
-        assert p.returncode == 0, p.stderr
-        text = out.read_text()
-        assert "cpp-inline-ptx" in text
-    assert run("scan", FIX / "cpp", "-f", "md", "-o", tmp_path / "nodir" / "x.md").returncode == 2
+        assert cli(["scan", str(FIX / "cpp"), "--format", fmt, "--output", str(out)]) == 0
+        assert "cpp-inline-ptx" in out.read_text()
 
 
-def test_port_cli(tmp_path):
-    p = run("port", FIX / "port" / "src", "--target", "rocm", "--output", tmp_path / "hip", "--format", "json")
-    assert p.returncode == 0, p.stderr
-    d = json.loads(p.stdout)
+def test_port_cli(tmp_path, capsys):
+    assert cli(["port", str(FIX / "port" / "src"), "--target", "rocm", "--output", str(tmp_path / "hip"),
+                "--format", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
     assert {u["identifier"] for u in d["unmapped"]} == {"__CUDA_ARCH__", "cudaAccessPolicyWindow"}
     assert "hipMalloc" in (tmp_path / "hip" / "vadd.cu").read_text()
-    p = run("port", FIX / "port" / "src", "-o", tmp_path / "hip2", "--fail-on-unmapped")
-    assert p.returncode == 1
+    assert cli(["port", str(FIX / "port" / "src"), "-o", str(tmp_path / "hip2"), "--fail-on-unmapped"]) == 1

@@ -127,3 +127,11 @@ def test_parallel_scan_matches_serial_and_is_fast(tmp_path):
     assert serial.findings == parallel.findings and len(serial.findings) == 1500
     assert parallel.files_scanned == 1500
     assert parallel.elapsed_s < 20, f"{parallel.files_per_s:.0f} files/s"
+
+
+def test_single_file_and_odd_line_breaks(tmp_path):
+    # A form feed is a line break for str.splitlines() but not for Python: positions and suppressions agree.
+    f = write(tmp_path / "ff.py", "import torch\n\x0c\nx.cuda()  # gapbench: ignore\ny.cuda()\r\n")
+    r = scan(f, jobs=1)
+    assert [(x.path, x.line, x.rule) for x in r.findings] == [("ff.py", 4, "py-dot-cuda")]
+    assert r.suppressed == 1

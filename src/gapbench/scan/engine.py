@@ -125,7 +125,7 @@ def _apply_suppressions(rel: str, text: str, raw) -> tuple[list[Finding], int]:
         seen.add(key)
         if "gapbench:" in text:
             if lines is None:
-                lines = text.splitlines()
+                lines = text.split("\n")   # the same line breaks as the positions
             src = lines[line - 1] if 0 < line <= len(lines) else ""
             m = SUPPRESS.search(src)
             if m and (m.group(1) is None or any(fnmatch.fnmatchcase(rule, g.strip())

@@ -147,7 +147,7 @@ class PythonRules:
         (the lines using such an alias are walked in a second, equally pruned pass)."""
         aliases: dict[str, str] = {}
         found: list[PythonMatch] = []
-        lines = text.splitlines()
+        lines = text.split("\n")
         starts = _line_starts(text)
 
         def col(lineno: int, byte_col: int) -> int:
