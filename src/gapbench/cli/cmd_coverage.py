@@ -27,8 +27,8 @@ def add_arguments(p) -> None:
     p.add_argument("--budget", default=None, metavar="TIME", help="overall time budget: seconds, or 30m, 2h")
     p.add_argument("--op-timeout", default="60", metavar="TIME",
                    help="time one (op, dtype) may take before it is recorded as a timeout (default 60 s)")
-    p.add_argument("--max-samples", type=int, default=8, metavar="N",
-                   help="OpInfo sample inputs run per (op, dtype) (default 8)")
+    p.add_argument("--max-samples", type=int, default=None, metavar="N",
+                   help="at most N OpInfo sample inputs per (op, dtype), spread, the largest included (default all)")
     p.add_argument("--extra-ops", default=os.environ.get(EXTRA_OPS_ENV), metavar="MODULE",
                    help=f"module or .py file adding OpInfo entries (extra_ops() or EXTRA_OPS); env {EXTRA_OPS_ENV}")
     p.add_argument("--threads", type=int, default=None, metavar="N",
@@ -63,7 +63,7 @@ def main(args) -> int:
         return 0
     if args.threads is not None and args.threads < 1:
         raise GapbenchError("--threads must be at least 1")
-    if args.max_samples < 1:
+    if args.max_samples is not None and args.max_samples < 1:
         raise GapbenchError("--max-samples must be at least 1")
     from gapbench import devices
 

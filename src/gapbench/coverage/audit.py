@@ -102,12 +102,14 @@ def read_journal(path: str | Path) -> tuple[dict, dict[str, dict]]:
 
 def audit(device: str | None = "cpu", dtypes=DEFAULT_DTYPES, ops: str | None = None, grad: bool = False,
           output: str | Path | None = None, budget_s: float | None = None, op_timeout_s: float = 60.0,
-          resume: str | Path | None = None, max_samples: int = 8, extra_ops: str | None = None,
+          resume: str | Path | None = None, max_samples: int | None = None, extra_ops: str | None = None,
           label: str | None = None, threads: int | None = None,
           progress: Callable[[int, int, dict], None] | None = None) -> ResultSet:
     """Audit operator coverage of `device`; return (and write to `output`) a results file with `coverage` set.
 
     ops: a regular expression matched against OpInfo names ('linalg.*|nn.functional.*'); None for all.
+    max_samples: at most this many samples per (op, dtype) (spread over OpInfo's list, the largest always
+    included); None runs them all.
     extra_ops: a module or .py file defining extra OpInfo entries (extra_ops() or EXTRA_OPS), e.g. for tests.
     threads: torch CPU threads in the worker; default 1 when auditing the CPU (per-core kernel times that
     other load on the machine cannot turn into OpenMP stalls), torch's default otherwise.
@@ -196,12 +198,16 @@ def audit(device: str | None = "cpu", dtypes=DEFAULT_DTYPES, ops: str | None = N
                         record(unit_key(*current), _failed_row(current, entries, reason))
                         pending = [u for u in pending if u != current]
                         break
-                    if ev is None:
-                        pending = [u for u in pending if unit_key(*u) not in done]
+                    if ev is None or ev.get("event") == "end":
+                        left = [u for u in pending if unit_key(*u) not in done]
+                        if left and len(left) == len(pending):
+                            raise GapbenchError(f"the coverage worker stopped without auditing anything "
+                                                f"({w.stderr_tail() or 'no message'})")
+                        pending = left
                         break
                     kind = ev.get("event")
                     if kind == "start":
-                        current = next(u for u in pending if unit_key(*u) == ev["unit"])
+                        current = next((u for u in pending if unit_key(*u) == ev["unit"]), None)
                         t_unit = time.monotonic()
                         failed_starts = 0
                     elif kind == "row":
@@ -209,9 +215,6 @@ def audit(device: str | None = "cpu", dtypes=DEFAULT_DTYPES, ops: str | None = N
                         row.setdefault("family", _family(entries, row["op"], row.get("variant", "")))
                         record(ev["unit"], row)
                         current = None
-                    elif kind == "end":
-                        pending = [u for u in pending if unit_key(*u) not in done]
-                        break
             finally:
                 w.close()
             pending = [u for u in pending if unit_key(*u) not in done]

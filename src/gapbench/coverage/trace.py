@@ -171,7 +171,8 @@ def _short(e: BaseException) -> str:
 @dataclass
 class Verdict:
     statuses: dict  # overload -> {"entry", "status", "reason", "phase"}
-    not_native: list  # overloads whose status is not native (unknown included)
+    not_native: list  # overloads audited and found not native
+    unknown: list  # overloads the audit says nothing about (no OpInfo entry reaches them, or not audited)
     warnings: list
     where: str
     line: str
@@ -225,10 +226,18 @@ def against(trace: OpTrace, coverage_file: str, index: dict | None = None) -> Ve
         statuses[overload] = {"entry": _label(e), "status": st, "phase": phase, "reason": reason,
                               "dtypes": sorted(r["dtype"] for r in chosen)}
     where = rs.name
-    bad = [o for o in trace.ops() if statuses[o]["status"] not in ("native", "skipped")]
-    listed = ", ".join(f"{o} ({statuses[o]['status']})" for o in bad[:12]) + (" …" if len(bad) > 12 else "")
-    line = (f"uses {len(trace.ops())} ops; {len(bad)} not native on {where}" + (f": {listed}" if bad else ""))
-    return Verdict(statuses=statuses, not_native=bad, warnings=warns, where=where, line=line)
+    bad = [o for o in trace.ops() if statuses[o]["status"] not in ("native", "skipped", "unknown")]
+    unknown = [o for o in trace.ops() if statuses[o]["status"] == "unknown"]
+    line = f"uses {len(trace.ops())} ops; {len(bad)} not native on {where}" + (f": {_listing(bad, statuses)}"
+                                                                                 if bad else "")
+    if unknown:
+        line += f"; {len(unknown)} not covered by the audit: {_listing(unknown, None)}"
+    return Verdict(statuses=statuses, not_native=bad, unknown=unknown, warnings=warns, where=where, line=line)
+
+
+def _listing(ops: list[str], statuses: dict | None, limit: int = 12) -> str:
+    items = [f"{o} ({statuses[o]['status']})" if statuses else o for o in ops[:limit]]
+    return ", ".join(items) + (f", … ({len(ops) - limit} more)" if len(ops) > limit else "")
 
 
 def _label(e: dict) -> str:

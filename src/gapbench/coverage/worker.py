@@ -179,6 +179,7 @@ def sample_numel(sample) -> int:
 
 class Runner:
     def __init__(self, device: str, max_samples: int, time_target_s: float):
+        """max_samples 0: every sample OpInfo has."""
         self.device = torch.device(device)
         self.dtype_name = ""
         self.max_samples = max_samples
@@ -263,9 +264,9 @@ class Runner:
         pool = []
         for s in gen:
             pool.append(s)
-            if len(pool) >= 4 * self.max_samples:
+            if self.max_samples and len(pool) >= 4 * self.max_samples:
                 break
-        if len(pool) <= self.max_samples:
+        if not self.max_samples or len(pool) <= self.max_samples:
             return pool
         step = len(pool) / self.max_samples
         picked = [pool[int(i * step)] for i in range(self.max_samples)]
@@ -483,6 +484,8 @@ def main(argv: list[str]) -> int:
     if cfg.get("threads"):
         torch.set_num_threads(int(cfg["threads"]))
     ops = select_ops(load_ops(cfg.get("extra_ops")), cfg.get("ops"))
+    gc.collect()
+    gc.freeze()  # the OpInfo database is millions of objects: keep them out of every later collection
     mode = cfg["mode"]
     if mode == "list":
         for o in ops:
@@ -493,7 +496,7 @@ def main(argv: list[str]) -> int:
             emit({"event": "index", **index_entry(o)})
     elif mode == "audit":
         by_key = {(o.name, o.variant_test_name): o for o in ops}
-        runner = Runner(cfg["device"], int(cfg.get("max_samples", 8)), float(cfg.get("time_target_s", 0.02)))
+        runner = Runner(cfg["device"], int(cfg.get("max_samples") or 0), float(cfg.get("time_target_s", 0.02)))
         for name, variant, dtype_name in cfg["units"]:
             key = unit_key(name, variant, dtype_name)
             emit({"event": "start", "unit": key})
