@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from gapbench.results import Measurement, ResultSet
@@ -82,7 +83,7 @@ def results_table(rs: ResultSet) -> Table:
                 note += f" · best {m.metrics['best_m']}×{m.metrics['best_n']}×{m.metrics['best_k']}"
         else:
             color = {"unsupported": "cyan", "too_slow": "yellow"}.get(m.status, "red")
-            note = f"[{color}]{m.status}[/]: {m.reason}"
+            note = f"[{color}]{m.status}[/]: {escape(m.reason)}"
         t.add_row(m.workload, variant_text(m.variant), value_text(m), m.unit,
                   f"{frac * 100:.1f}%" if frac is not None else "", note)
     return t
