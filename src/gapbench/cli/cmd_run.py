@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from gapbench import runner
@@ -79,7 +80,7 @@ class _ProgressReporter(runner.Reporter):
         if self.p and self.task is not None:
             self.p.advance(self.task)
         if not m.ok and self.p:
-            self.p.console.print(f"  [dim]{m.workload} {variant_text(m.variant)}: {m.status}: {m.reason}[/]")
+            self.p.console.print(f"  [dim]{m.workload} {variant_text(m.variant)}: {m.status}: {escape(m.reason)}[/]")
 
     def note(self, text):
         err.print(text)

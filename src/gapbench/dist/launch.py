@@ -211,11 +211,20 @@ def first_failure(log: str, folder: str) -> tuple[str, bool]:
     teardown = (-signal.SIGTERM, -signal.SIGINT)
 
     def cause_rank(f: dict) -> tuple:
+        """Signal deaths first, then exits nobody explained, then reported failures (earliest first), then
+        the survivors the launcher stopped."""
         code = int(f["code"])
-        failed = str(status.get(int(f["rank"]), {}).get("phase", "")).startswith("failed")
-        order = 0 if code < 0 and code not in teardown else 1 if not failed and code not in teardown else \
-            2 if code in teardown else 3
-        return (order, int(f["rank"]))
+        st = status.get(int(f["rank"]), {})
+        failed = str(st.get("phase", "")).startswith("failed")
+        if code < 0 and code not in teardown:
+            order = 0
+        elif failed:
+            order = 2
+        elif code in teardown:
+            order = 3
+        else:
+            order = 1
+        return (order, float(st.get("failed_at") or 0), int(f["rank"]))
 
     f = min(found, key=cause_rank)
     code = int(f["code"])
@@ -233,8 +242,7 @@ def first_failure(log: str, folder: str) -> tuple[str, bool]:
     text = f"rank {f['rank']} (local rank {f['local']}, host {f['host']}) {how}"
     if others:
         text += f"; rank(s) {', '.join(map(str, others))} stopped after it"
-    died = cause_rank(f)[0] < 2 and not str(status.get(int(f["rank"]), {}).get("phase", "")).startswith("failed")
-    return text, died
+    return text, cause_rank(f)[0] < 2
 
 
 def diagnose_hang(folder: str, wait_s: float = 1.0) -> str:

@@ -315,7 +315,7 @@ def main() -> int:
     except Exception as e:  # setup failed, or a rank lost its peers
         from gapbench.errors import GapbenchError
 
-        status.set(phase=f"failed: {e.__class__.__name__}")
+        status.set(phase=f"failed: {e.__class__.__name__}: {e}"[:240], failed_at=time.time())
         kind = "bad_input" if isinstance(e, GapbenchError) else "setup_error"
         events.send(kind, reason=f"rank {rank}: {e.__class__.__name__}: {e}" if kind == "setup_error" else str(e),
                     traceback=traceback.format_exc(limit=-3))
