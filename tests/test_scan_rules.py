@@ -60,9 +60,12 @@ def test_python_torch_cuda_uses(report):
         (32, "py-cuda-extension"),
         (33, "py-torch-cuda-runtime"),
         (35, "py-cuda-device-string"),      # f"cuda:{...}"
+        (38, "py-import-flash-attn"),       # two names from one import: one finding
     }
     assert got == expected
-    # load_inline without cuda_sources (line 26), the docstring "cuda" and "cudaless" are not findings.
+    assert sum(1 for f in report.findings if f.path == "python/torch_cuda.py" and f.line == 38) == 1
+    # load_inline without cuda_sources (line 26), the docstring "cuda", "cudaless" and the prose message
+    # naming CUDA_HOME (line 37) are not findings.
 
 
 def test_python_columns_point_at_the_code(report):

@@ -99,6 +99,18 @@ def test_gitignore_is_honoured(tmp_path):
                                              "sub/other.py"}   # .git is skipped always
 
 
+def test_virtualenvs_and_node_modules_are_skipped_and_listed(tmp_path):
+    cuda = "import torch\ntorch.cuda.synchronize()\n"
+    write(tmp_path / "app.py", cuda)
+    write(tmp_path / "env" / "pyvenv.cfg", "home = /usr/bin\n")
+    write(tmp_path / "env" / "lib" / "python3.11" / "site-packages" / "x.py", cuda)
+    write(tmp_path / "web" / "node_modules" / "y.py", cuda)
+    r = scan(tmp_path, jobs=1)
+    assert {f.path for f in r.findings} == {"app.py"}
+    reasons = {s.path: s.reason for s in r.skipped}
+    assert "virtual environment" in reasons["env"] and "node_modules" in reasons["web/node_modules"]
+
+
 def test_gitignore_matcher_details():
     ig = Ignorer().with_file("", "*.o\n/only_root\ndocs/*.md\nlogs/\n!important.o\n\\#hash\n")
     assert ig.ignored("a.o", False) and ig.ignored("x/y/a.o", False)

@@ -133,6 +133,8 @@ class PythonRules:
         if strings:
             for m in _STRING_LITERAL.finditer(text):
                 body = m.group("body")
+                if _is_prose(body):
+                    continue
                 for r in strings:
                     if r.regex.search(body):
                         line, col = _position(starts, m.start())
@@ -166,6 +168,7 @@ class PythonRules:
             walk_lines = sorted(set(walk_lines) | set(_lines_of(self._walk_rx, text, starts)))
         nodes = _pruned_walk(tree, walk_lines)
         # Imports first (flow-insensitive: an alias anywhere in the file counts everywhere).
+        reported: set[tuple[int, str]] = set()
         for node in nodes:
             if isinstance(node, ast.Import):
                 for a in node.names:
@@ -175,7 +178,8 @@ class PythonRules:
                         top = a.name.split(".")[0]
                         aliases[top] = top
                     hit = self._longest(self.imports, a.name) or self._longest(self.attr, a.name)
-                    if hit and not hit[1].keyword:
+                    if hit and not hit[1].keyword and (id(node), hit[1].id) not in reported:
+                        reported.add((id(node), hit[1].id))
                         add(hit[1], a.lineno, a.col_offset, f"import {a.name}")
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 for a in node.names:
@@ -184,7 +188,8 @@ class PythonRules:
                     full = f"{node.module}.{a.name}"
                     aliases[a.asname or a.name] = full
                     hit = (self._longest(self.imports, full) or self._longest(self.attr, full))
-                    if hit and not hit[1].keyword:
+                    if hit and not hit[1].keyword and (id(node), hit[1].id) not in reported:
+                        reported.add((id(node), hit[1].id))   # one finding per statement and rule
                         add(hit[1], a.lineno, a.col_offset, f"from {node.module} import {a.name}")
         hidden = [k for k, q in aliases.items() if k != q and not any(h in k for h in self.hints)
                   and any(h in q for h in self.hints)]
@@ -239,7 +244,7 @@ class PythonRules:
                     if not r.call:
                         add(r, node.end_lineno, node.end_col_offset - len(node.attr), f".{node.attr}")
             elif strings and isinstance(node, ast.Constant) and isinstance(node.value, str):
-                if id(node) in docstrings:
+                if id(node) in docstrings or _is_prose(node.value):
                     continue
                 for r in strings:
                     if r.regex.search(node.value):
@@ -319,6 +324,17 @@ def _qualify(dotted: str, aliases: dict[str, str]) -> str | None:
             return None
         base = "torch"
     return f"{base}.{rest}" if rest else base
+
+
+_STOPWORDS = frozenset("a an the is are was were be not no but and or of to in on at for with by if it this that "
+                       "set found none could cannot can will should please because when".split())
+
+
+def _is_prose(s: str) -> bool:
+    """A message or log text rather than a value: three or more words, one of them a common English word.
+    'CUDA_HOME' and 'nvidia-smi --query-gpu=name' are values; 'Set CUDA_HOME to a toolkit' is prose."""
+    words = s.lower().split()
+    return len(words) >= 3 and any(w in _STOPWORDS for w in words)
 
 
 def _short(s: str, limit: int = 120) -> str:

@@ -9,6 +9,9 @@ from dataclasses import dataclass
 from gapbench.scan.gitignore import Ignorer
 
 VCS_DIRS = frozenset({".git", ".hg", ".svn"})
+# Third-party code a repository carries but does not own: skipped (and listed) unless it is the root itself.
+VENDORED_DIRS = {"node_modules": "node_modules (third-party JavaScript)",
+                 "site-packages": "site-packages (installed third-party packages)"}
 
 
 @dataclass(frozen=True)
@@ -85,7 +88,12 @@ def walk(root: str, respect_gitignore: bool = True) -> tuple[list[Entry], list[S
             if is_link:
                 skipped.append(Skipped(rel, _symlink_reason(e.path, root)))
             elif is_dir:
-                subdirs.append((e.path, rel, ignorer))
+                if e.name in VENDORED_DIRS:
+                    skipped.append(Skipped(rel, f"folder skipped: {VENDORED_DIRS[e.name]}"))
+                elif os.path.isfile(os.path.join(e.path, "pyvenv.cfg")):
+                    skipped.append(Skipped(rel, "folder skipped: a Python virtual environment (pyvenv.cfg)"))
+                else:
+                    subdirs.append((e.path, rel, ignorer))
             elif e.is_file(follow_symlinks=False):
                 try:
                     size = e.stat(follow_symlinks=False).st_size
