@@ -75,3 +75,36 @@ def test_hung_rank_times_out_and_is_named(tmp_path, monkeypatch):
     assert "rank(s) 0 wait" in hung.reason, hung.reason
     assert by_step[2].ok
     assert took < 60
+
+
+@pytest.mark.slow
+def test_a_rank_that_fails_at_set_up_is_named_with_its_message(tmp_path):
+    path = tmp_path / "half.py"
+    path.write_text(textwrap.dedent('''
+        import os
+
+        from gapbench.workloads import Variant, Workload
+
+        if os.environ.get("RANK") == "1":
+            raise RuntimeError("rank one cannot import this")
+
+
+        class Half(Workload):
+            name = "half"
+            category = "collective"
+            unit = "x"
+            presets = {"tiny": "never runs"}
+            distributed = True
+
+            def variants(self, preset, ctx):
+                return [Variant({"step": 0})]
+
+            def run(self, variant, ctx):
+                return self.result(variant, ctx, value=1.0)
+    '''))
+    rs = runner.run_suite(device="cpu", workload_specs=["half"], workload_files=[str(path)], nproc=2,
+                          timeout_s=60, variant_budget_s=5, output=str(tmp_path / "out.json"), history=False)
+    [m] = rs.measurements
+    assert m.status == "error"
+    assert m.reason.count("rank 1") >= 1 and "rank one cannot import this" in m.reason, m.reason
+    assert m.reason.index("rank 1") < m.reason.index("rank 0")  # the cause first, the peer that lost it after
