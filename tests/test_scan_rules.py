@@ -87,7 +87,8 @@ def test_python_imports_of_nvidia_bound_packages(report):
 def test_dependency_files(report):
     assert hits(report, "deps/requirements.txt") == {
         (1, "deps-cuda-local-version"), (2, "deps-cuda-index-url"), (3, "deps-nvidia-wheel"),
-        (4, "deps-cupy-cuda"), (5, "deps-cuda-kernel-package"), (6, "deps-nvidia-only-package")}
+        (4, "deps-cupy-cuda"), (5, "deps-cuda-kernel-package"), (6, "deps-nvidia-only-package"),
+        (9, "deps-cuda-bindings"), (10, "deps-cuda-bindings")}
     assert hits(report, "deps/environment.yml") == {(4, "deps-conda-cuda"), (7, "deps-conda-cuda"),
                                                      (8, "deps-conda-cuda")}
     assert hits(report, "deps/pyproject.toml") == {(3, "deps-nvidia-wheel"), (3, "deps-cuda-kernel-package")}

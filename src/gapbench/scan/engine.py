@@ -59,6 +59,12 @@ class Matcher:
         self.max_bytes = max_bytes
 
     def scan_file(self, entry: Entry, kinds: tuple[str, ...]) -> FileResult:
+        try:
+            return self._scan_file(entry, kinds)
+        except Exception as e:  # a bug or an odd file must not end a scan of 10,000 others
+            return FileResult([], [], skipped=f"could not be scanned ({e.__class__.__name__}: {e})")
+
+    def _scan_file(self, entry: Entry, kinds: tuple[str, ...]) -> FileResult:
         res = FileResult([], [])
         if entry.size > self.max_bytes:
             res.skipped = f"larger than the size limit ({entry.size:,} > {self.max_bytes:,} bytes)"
