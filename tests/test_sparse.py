@@ -68,6 +68,9 @@ def test_tiny_preset_runs_every_variant_on_cpu():
             m = results[("spmm", fmt, d)]
             assert m.ok, m.reason
             assert m.metrics["speedup_vs_dense"] > 0
+            if "speedup_pairs" in m.metrics:
+                lo, hi = m.metrics["speedup_vs_dense_range"]
+                assert lo <= m.metrics["speedup_vs_dense"] <= hi
             assert m.metrics["useful_flops"] == 2.0 * m.metrics["nnz"] * m.variant["n"]
             assert m.flops == 2.0 * m.variant["m"] * m.variant["n"] * m.variant["k"]
     semi = results[("spmm", "2:4", 0.5)]
@@ -84,3 +87,15 @@ def test_a_wrong_sparse_kernel_is_reported_as_wrong_result(monkeypatch):
     v = next(v for v in w.variants("tiny", ctx) if v.params.get("format") == "csr")
     m = w.run(v, ctx)
     assert m.status == "wrong_result" and "relative error" in m.reason and m.value is None
+
+
+def test_paired_ratios_put_the_slower_op_on_top():
+    dev = devices.resolve("cpu")
+    big = torch.randn(384, 384)
+    small = torch.zeros(8)
+    ratios, dense_times = sp.paired_ratios(lambda: small.add_(0), lambda: big @ big, dev, sparse_s=1e-6,
+                                           dense_s=1e-3, min_time_s=0.01, pairs=3, budget_s=5.0)
+    assert len(ratios) == 3 and len(dense_times) == 3
+    assert all(r > 1 for r in ratios)
+    assert sp.paired_ratios(lambda: None, lambda: None, dev, sparse_s=1.0, dense_s=1.0, min_time_s=0.01, pairs=3,
+                            budget_s=0.5) == ([], [])  # no time for even one pair
