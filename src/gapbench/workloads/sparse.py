@@ -90,6 +90,8 @@ class Sparse(Workload):
             return self._dense(variant, ctx, a_dense, b, lambda: torch.mm(a_dev, b_dev), dtype)
         try:
             a_sp = to_layout(a_dense.to(dev), p["format"], p.get("block"))
+        except torch.OutOfMemoryError:
+            raise  # the worker records oom
         except (RuntimeError, NotImplementedError, TypeError) as e:
             return self.failed(variant, ctx, "unsupported", f"{p['format'].upper()} tensors are not offered on "
                                f"{ctx.device.type}: {e}")
@@ -101,6 +103,8 @@ class Sparse(Workload):
 
         try:
             op()
+        except torch.OutOfMemoryError:
+            raise
         except (RuntimeError, NotImplementedError) as e:
             return self.failed(variant, ctx, "unsupported", f"{p['format'].upper()} × dense matmul is not "
                                f"offered on {ctx.device.type}: {e}")
@@ -186,6 +190,8 @@ class Sparse(Workload):
                 return torch.mm(a_sp, b_dev)
 
             op()
+        except torch.OutOfMemoryError:
+            raise
         except (RuntimeError, NotImplementedError, ValueError, TypeError) as e:
             return self.failed(variant, ctx, "unsupported", f"2:4 semi-structured sparsity failed on this device: {e}")
         return self._timed(variant, ctx, op, a_dense, b, dtype, int(torch.count_nonzero(a_dense)),
