@@ -212,6 +212,8 @@ class DynamicShapes(Workload):
                     if _frames_ok() > before:
                         compile_calls.append(i)
                         frames.append(_frames_ok() - before)
+        except torch.OutOfMemoryError:
+            raise  # the worker records oom
         except Exception as e:
             torch._dynamo.reset()
             return f"{e.__class__.__name__}: {_first_line(str(e))}"
