@@ -550,6 +550,7 @@ def measure_training(workload, variant, ctx, job: TrainingJob):
         batch = search.batch_size
         metrics["auto_batch_tried"] = [list(t) for t in search.tried]
         release_memory(device)
+        memory.reset()  # the failed tries' allocations are not this batch's peak
     work = job.work_per_step(batch)
     flops = job.flops_per_step(batch)
     variant = Variant(variant.params, flops=flops, bytes=variant.bytes)

@@ -276,6 +276,7 @@ class DiffusionInfer(Workload):
                 batch = search.batch_size
                 metrics["auto_batch_tried"] = [list(t) for t in search.tried]
                 tr.release_memory(device)
+                memory.reset()  # the failed tries' allocations are not this batch's peak
             pipe.set_batch(batch)
             flops = pipeline_flops(ctx.preset, batch, steps)
             variant = Variant(variant.params, flops=flops)
