@@ -175,6 +175,17 @@ def test_effort_formula_by_hand():
     assert format_days(0, 0) == "none"
 
 
+def test_effort_counts_a_blocker_group_once():
+    rs = load_rules()
+    fs = [Finding("a.cu", 1, 1, "cpp-global-kernel", ""), Finding("a.cu", 2, 1, "cpp-kernel-launch", ""),
+          Finding("b.cu", 1, 1, "cpp-half-types", ""), Finding("c.py", 1, 1, "py-import-tensorrt", "")]
+    s = summarize(fs, rs, "npu")
+    assert s.counts["blocker"] == 4
+    # one Ascend rewrite of the CUDA device code over {a.cu, b.cu} (1 + log2 2 = 2) plus TensorRT (1)
+    assert s.blocker_units == 3
+    assert s.effort_days == pytest.approx((3 * 3, 3 * 10))
+
+
 def test_user_rules_file_extends_and_overrides(tmp_path):
     extra = tmp_path / "mine.toml"
     extra.write_text('''

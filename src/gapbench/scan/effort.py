@@ -2,7 +2,7 @@
 
     auto     minutes per file touched            files_auto   x auto_minutes_per_file
     manual   hours per rule, growing with repeats  sum over rules of (1 + log2(findings)) x manual_hours
-    blocker  days per rule, growing with spread    sum over rules of (1 + log2(files))    x blocker_days
+    blocker  days per problem, growing with spread  sum over blocker rules or groups of (1 + log2(files)) x blocker_days
 
 The log2 terms say: the first instance of a problem costs the most; doubling the instances adds one more unit.
 """
@@ -65,7 +65,12 @@ def summarize(findings: list[Finding], ruleset: RuleSet, target: str) -> TargetS
     rules = [RuleCount(r, ruleset.rules[r].verdicts[target], n, len(files_per_rule[r])) for r, n in per_rule.items()]
     rules.sort(key=lambda rc: (-VERDICTS.index(rc.verdict), -rc.findings, rc.rule))
     manual_units = sum(1 + math.log2(rc.findings) for rc in rules if rc.verdict == "manual")
-    blocker_units = sum(1 + math.log2(rc.files) for rc in rules if rc.verdict == "blocker")
+    # Blocker rules of one group (e.g. all CUDA device code on Ascend) are one problem over the union of files.
+    blocker_files: dict[str, set[str]] = defaultdict(set)
+    for rc in rules:
+        if rc.verdict == "blocker":
+            blocker_files[ruleset.rules[rc.rule].group or rc.rule] |= files_per_rule[rc.rule]
+    blocker_units = sum(1 + math.log2(len(fs)) for fs in blocker_files.values())
     amin, amax = _pair(weights, "auto_minutes_per_file")
     mlo, mhi = _pair(weights, "manual_hours")
     blo, bhi = _pair(weights, "blocker_days")

@@ -43,6 +43,7 @@ class Rule:
     call: bool = True                    # python-method: only when called
     files: tuple[str, ...] = ()          # text kinds: only files whose name matches one of these globs
     hint: tuple[str, ...] = ()           # the rule is tried only where one of these substrings occurs
+    group: str = ""                      # effort: blocker rules of one group count as one problem
     regex: re.Pattern | None = field(default=None, compare=False, repr=False)
 
     def severity(self, target: str) -> int:
@@ -107,7 +108,7 @@ def _rule_from_table(t: dict, where: str) -> Rule:
                 reference=t["reference"].strip(), verdicts=dict(verdicts), match=match, pattern=pattern,
                 keyword=t.get("keyword", ""), call=bool(t.get("call", True)),
                 files=_as_tuple(t.get("files"), f"{where}: files"), hint=_as_tuple(t.get("hint"), f"{where}: hint"),
-                regex=regex)
+                group=str(t.get("group", "")), regex=regex)
 
 
 def _read(path: Path) -> dict:
