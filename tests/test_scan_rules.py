@@ -122,11 +122,20 @@ def test_build_and_run_files(report):
                                                     (4, "build-cmake-cuda"), (5, "build-cmake-cuda")}
 
 
+def test_notebook_code_cells_and_shell_lines(report):
+    # Lines are the .ipynb file's own; the alias `T` from cell 1 is used in cell 2; the markdown cell,
+    # the %matplotlib magic and the suppressed line give nothing.
+    assert hits(report, "notebook/train.ipynb") == {(18, "build-nvidia-smi"), (20, "py-dot-cuda"),
+                                                    (30, "py-cuda-device-string"), (40, "build-nvcc")}
+    f = next(f for f in report.findings if f.path == "notebook/train.ipynb" and f.line == 20)
+    assert (f.column, f.text) == (21, ".cuda()")
+
+
 def test_inline_suppression(report):
     # ignore[rule], bare ignore, and ignore[glob, other] drop the finding; ignore[other-rule] does not.
     assert hits(report, "suppress/suppressed.py") == {(5, "py-dot-cuda"), (7, "py-dot-cuda")}
     assert hits(report, "suppress/suppressed.cu") == {(3, "cpp-cuda-runtime-api")}
-    assert report.suppressed == 5
+    assert report.suppressed == 6   # 5 in suppress/, 1 in the notebook
 
 
 def test_per_target_verdicts(report):

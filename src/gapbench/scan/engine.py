@@ -13,6 +13,7 @@ import warnings
 from collections.abc import Iterable
 
 from gapbench.scan.findings import FileResult, Finding, Note
+from gapbench.scan.match_notebook import scan_notebook
 from gapbench.scan.match_python import PythonRules, _short
 from gapbench.scan.match_text import CPP_CUDA_HINT, TextRules, mask_c_comments, mask_hash_comments
 from gapbench.scan.rules import RuleSet, load_rules
@@ -37,6 +38,8 @@ def kinds_of(rel: str) -> tuple[str, ...]:
     kinds = []
     if name.endswith(PY_EXT):
         kinds.append("python")
+    elif name.endswith(".ipynb"):
+        kinds.append("notebook")
     if name.endswith(CUDA_EXT):
         kinds.append("cpp")
     elif name.endswith(CPP_EXT):
@@ -91,6 +94,8 @@ class Matcher:
         name = entry.rel.rsplit("/", 1)[-1]
         if "python" in kinds and self.python.worth_parsing(text):
             raw += self._python(entry.rel, text, res)
+        if "notebook" in kinds:
+            raw += scan_notebook(entry.rel, text, self.python, self.text, res.notes)
         if "cpp" in kinds or ("cpp?" in kinds and CPP_CUDA_HINT.search(text)):
             masked = mask_c_comments(text)
             raw += [(m.rule.id, m.line, m.col, m.text) for m in self.text.match("cpp", name, masked)]
