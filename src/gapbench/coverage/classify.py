@@ -72,6 +72,10 @@ def fallback_ops(warning_texts: list[str], device_type: str) -> list[str]:
     return found
 
 
+def gradient_scale() -> float:
+    return float(rules()["tolerance"].get("gradient_scale", 1.0))
+
+
 def tolerance(dtype) -> tuple[float, float]:
     """(atol, rtol) for results computed in `dtype`, compared with a float64 reference."""
     tol = rules()["tolerance"]
@@ -93,14 +97,16 @@ def _leaves(x) -> list:
     return tree_flatten(x)[0]
 
 
-def compare_outputs(actual, expected, dtype) -> Comparison:
-    """Compare a device result with its reference, leaf by leaf; floating values within tolerance(dtype)."""
+def compare_outputs(actual, expected, dtype, scale: float = 1.0) -> Comparison:
+    """Compare a device result with its reference, leaf by leaf; floating values within tolerance(dtype),
+    times `scale` (gradients get rules.toml's gradient_scale: backward compounds forward's rounding)."""
     import torch
 
     a_leaves, e_leaves = _leaves(actual), _leaves(expected)
     if len(a_leaves) != len(e_leaves):
         return Comparison(False, None, f"output structure differs: {len(a_leaves)} vs {len(e_leaves)} values")
     atol, rtol = tolerance(dtype)
+    atol, rtol = atol * scale, rtol * scale
     worst: float | None = None
     for i, (a, e) in enumerate(zip(a_leaves, e_leaves, strict=True)):
         where = f"output {i}" if len(a_leaves) > 1 else "output"
