@@ -80,15 +80,13 @@ class Collective(Workload):
         if preset not in _SIZES:
             raise ValueError(f"unknown preset {preset!r}")
         dtype = _dtype_name(ctx)
-        if ctx.dist is None:
-            return [Variant({"op": "all", "dtype": dtype, "ranks": 1})]
+        if ctx.dist is None or ctx.dist.world_size < 2:
+            return [Variant({"op": "all", "dtype": dtype, "ranks": ctx.dist.world_size if ctx.dist else 1})]
         n = ctx.dist.world_size
         elt = _DTYPES[dtype].itemsize
         sizes = [s for s in _SIZES[preset] if s <= max_size(ctx)]
         out = []
         for op, modes in OPS.items():
-            if op == "sendrecv" and n < 2:
-                continue
             for mode in modes:
                 for s in sizes:
                     size = _round_size(s, n, elt)
@@ -100,9 +98,9 @@ class Collective(Workload):
 
     def run(self, variant: Variant, ctx: Context) -> Measurement:
         p = variant.params
-        if ctx.dist is None:
-            return self.failed(variant, ctx, "unsupported", "collectives need several ranks: run with --nproc N "
-                               "(or under torchrun)")
+        if ctx.dist is None or ctx.dist.world_size < 2:
+            return self.failed(variant, ctx, "unsupported", "collectives need two or more ranks: run with "
+                               "--nproc N (N >= 2) or under torchrun")
         if "summary" in p:
             return self._summary(variant, ctx)
         return self._measure(variant, ctx)
