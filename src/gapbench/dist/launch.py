@@ -306,10 +306,14 @@ def external_rank() -> int | None:
 
 def check_nproc(nproc: int, device) -> None:
     """--nproc N must be at least 1 and, on an accelerator, at most the number of devices of this host."""
+    import torch.distributed
+
     from gapbench.errors import GapbenchError
 
     if nproc < 1:
         raise GapbenchError(f"--nproc must be at least 1, not {nproc}")
+    if not torch.distributed.is_available():
+        raise GapbenchError("this torch build has no torch.distributed; --nproc needs it")
     if not device.is_cpu and nproc > device.count:
         raise GapbenchError(f"--nproc {nproc}: only {device.count} {device.type} device(s) on this host "
                             "(one rank per device); for more, run on several nodes under torchrun")
