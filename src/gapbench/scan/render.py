@@ -264,7 +264,7 @@ def terminal(report: ScanReport, limit: int | None = 40) -> list:
         shown = report.findings if not limit or limit <= 0 else report.findings[:limit]
         ft = Table(title=f"Findings (worst first; {len(shown)} of {len(report.findings)})", title_justify="left")
         ft.add_column("location", overflow="fold")
-        ft.add_column("rule")
+        ft.add_column("rule", overflow="fold")
         for t in report.targets:
             ft.add_column(t)
         ft.add_column("text", overflow="fold")
