@@ -79,7 +79,10 @@ def main() -> None:
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--seconds", type=float, default=3.0, help="measured time per side per round")
+    ap.add_argument("--threads", type=int, default=None, help="torch.set_num_threads (default: torch's)")
     args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
     device = devices.resolve(args.device)
     ours, plain = [], []
     dtype = LlmTrain().variants(args.preset, Context(device=device, preset=args.preset))[0].params["dtype"]
