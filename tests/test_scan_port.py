@@ -48,6 +48,9 @@ def test_translation_exact_lines(ported):
     assert "<<<" not in "\n".join(lines)
     header = (out / "helpers.h").read_text().splitlines()
     assert header[1] == "#include <hip/hip_fp16.h>"                     # was <cuda_fp16.h>
+    # ATen's CUDA headers have hipified twins in the ROCm torch; at::cuda:: stays (ROCm torch keeps it).
+    assert header[7] == "#include <ATen/hip/HIPContext.h>"
+    assert header[8] == "inline auto torch_stream() { return at::cuda::getCurrentCUDAStream(); }"
 
 
 def test_report_lists_unmapped_and_remaining_work(ported):

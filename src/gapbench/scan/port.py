@@ -28,6 +28,11 @@ UNMAPPED = re.compile(r"\b(?:cuda[A-Za-z0-9_]*|CUDA[A-Za-z0-9_]*|cu[A-Z][A-Za-z0
 CUDA_INCLUDE = re.compile(r'#\s*include\s*[<"]([^>"\n]*(?:cuda|cublas|cudnn|cufft|cusparse|curand|nvrtc|nvtx|nvml'
                           r'|cutlass|cute/|mma\.h)[^>"\n]*)[>"]')
 _INCLUDE_LINE = re.compile(r"^[ \t]*#[ \t]*include[^\n]*", re.MULTILINE)
+_INCLUDE = re.compile(r'(#\s*include\s*[<"])([^>"\n]+)([>"])')
+_ATEN_CUDA_PREFIXES = ("ATen/cuda", "ATen/native/cuda", "ATen/native/nested/cuda", "ATen/native/quantized/cuda",
+                       "ATen/native/sparse/cuda", "ATen/native/transformers/cuda")
+# PyTorch's ROCm build keeps the at::cuda and c10::cuda namespaces (HIP "masquerading as CUDA").
+_TORCH_CUDA_NAMESPACE = re.compile(r"(?:at|c10)::$")
 
 
 @dataclass(frozen=True)
@@ -95,6 +100,13 @@ def hipify_source(text: str, *, cuda_file: bool, keep_launch_syntax: bool = Fals
             launches = len(stats["kernel_launches"])
         except Exception as e:  # hipify's launch parser is heuristic
             note = f"kernel launches left as <<<...>>> (hipify could not parse them: {e}); hip-clang accepts them"
+    # As hipify does for PyTorch extensions: ATen's CUDA headers have hipified twins in the ROCm torch.
+    def header(m: re.Match) -> str:
+        path = m.group(2)
+        if path.startswith(_ATEN_CUDA_PREFIXES):
+            return f"{m.group(1)}{hp.get_hip_file_path(path, is_pytorch_extension=True)}{m.group(3)}"
+        return m.group(0)
+    out = _INCLUDE.sub(header, out)
     if cuda_file:
         # As hipify does for .cu/.cuh: std:: math calls in device code become the global versions.
         out = hp.replace_math_functions(out)
@@ -190,5 +202,8 @@ def _collect_unmapped(rel: str, text: str, counts: Counter, first: dict[str, str
     code = _INCLUDE_LINE.sub(lambda m: " " * len(m.group(0)), code)
     for m in UNMAPPED.finditer(code):
         key = m.group(0)
+        before = code[max(0, m.start() - 12):m.start()]
+        if (key == "cuda" and _TORCH_CUDA_NAMESPACE.search(before)) or re.search(r"(?:at|c10)::cuda::$", before):
+            continue
         counts[key] += 1
         first.setdefault(key, f"{rel}:{code.count(chr(10), 0, m.start()) + 1}")
