@@ -32,11 +32,12 @@ _join_count = 0
 _store = None  # the TCPStore rank 0 hosts when an external launcher provides none
 
 
-def launcher_command(nproc: int) -> list[str]:
-    """PyTorch's own elastic launcher (torchrun), one node, a private rendezvous, no restarts."""
+def launcher_command(nproc: int, log_dir: str) -> list[str]:
+    """PyTorch's own elastic launcher (torchrun), one node, a private rendezvous, no restarts; its error
+    files go to log_dir (removed with the run) instead of a new folder in the system temp dir."""
     return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nnodes", "1",
             "--nproc-per-node", str(nproc), "--max-restarts", "0", "--monitor-interval", "0.2",
-            "-m", "gapbench.dist.rank_worker"]
+            "--log-dir", log_dir, "-m", "gapbench.dist.rank_worker"]
 
 
 def run_ranks(job: dict, timeout_s: float, on_event=None, *, nproc: int | None = None
@@ -64,7 +65,7 @@ def _run(job, timeout_s, on_event, nproc, folder):
         for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
                   "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE"):
             env.pop(k, None)  # a fresh group of our own, even when this gapbench runs inside another job
-        cmd = launcher_command(nproc)
+        cmd = launcher_command(nproc, os.path.join(folder, "torchelastic"))
     else:
         cmd = [sys.executable, "-m", "gapbench.dist.rank_worker"]
         env.update(GAPBENCH_EVENTS_EVERY_RANK="1", GAPBENCH_STORE_PREFIX=_join_prefix(job))
