@@ -66,3 +66,12 @@ def test_port_cli(tmp_path, capsys):
     assert {u["identifier"] for u in d["unmapped"]} == {"__CUDA_ARCH__", "cudaAccessPolicyWindow"}
     assert "hipMalloc" in (tmp_path / "hip" / "vadd.cu").read_text()
     assert cli(["port", str(FIX / "port" / "src"), "-o", str(tmp_path / "hip2"), "--fail-on-unmapped"]) == 1
+
+
+def test_list_rules(capsys):
+    assert cli(["scan", "--list-rules", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    ids = {r["id"] for r in d["rules"]}
+    assert {"py-dot-cuda", "cpp-inline-ptx", "deps-nvidia-wheel", "build-docker-nvidia-base"} <= ids
+    assert cli(["scan"]) == 2
+    assert "needs a PATH" in capsys.readouterr().err

@@ -13,7 +13,9 @@ HELP = "scan a codebase for CUDA lock-in: per-target verdicts (ROCm, Ascend NPU,
 
 
 def add_arguments(p) -> None:
-    p.add_argument("path", help="folder (or file) to scan; its code is read, never imported or run")
+    p.add_argument("path", nargs="?", help="folder (or file) to scan; its code is read, never imported or run")
+    p.add_argument("--list-rules", action="store_true",
+                   help="print the rules (id, kinds, verdict per target, message) and exit; with --rules, yours too")
     p.add_argument("--target", "-t", action="append", default=[], metavar="TARGET",
                    help="rocm, npu, xpu or all (repeat or comma-separate; default: all)")
     p.add_argument("--format", "-f", default="table", metavar="FMT",
@@ -50,6 +52,10 @@ def main(args) -> int:
         fmt = "md"
     if fmt not in FORMATS:
         raise GapbenchError(f"unknown format {args.format!r} (choose from {', '.join(FORMATS)})")
+    if args.list_rules:
+        return _list_rules(args, fmt)
+    if not args.path:
+        raise GapbenchError("scan needs a PATH (or --list-rules)")
     if not os.path.exists(args.path):
         raise GapbenchError(f"{args.path}: no such file or folder")
     if args.jobs is not None and args.jobs < 1:
@@ -82,4 +88,27 @@ def main(args) -> int:
         worst = sum(1 for f in report.findings if report.severity(f) >= VERDICTS.index(args.fail_on))
         print(f"gapbench scan: {worst} finding(s) at or above '{args.fail_on}' (--fail-on)", file=sys.stderr)
         return 1
+    return 0
+
+
+def _list_rules(args, fmt: str) -> int:
+    import json
+
+    from gapbench.scan.rules import TARGETS, load_rules
+
+    rs = load_rules(args.rules)
+    rows = [{"id": r.id, "kind": list(r.kinds), "verdicts": r.verdicts, "message": r.message, "fix": r.fix,
+             "reference": r.reference} for r in rs.rules.values()]
+    if fmt == "json":
+        sys.stdout.write(json.dumps({"source": rs.source, "date": rs.date, "rules": rows}, indent=2) + "\n")
+        return 0
+    from rich.console import Console
+    from rich.table import Table
+
+    t = Table(title=f"{len(rows)} scan rules ({rs.date}; {rs.source})", title_justify="left")
+    for col in ("id", "kind", *TARGETS, "message"):
+        t.add_column(col, overflow="fold")
+    for r in rows:
+        t.add_row(r["id"], ",".join(r["kind"]), *(r["verdicts"][x] for x in TARGETS), r["message"])
+    Console().print(t)
     return 0
