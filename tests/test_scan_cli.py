@@ -20,7 +20,7 @@ def run(*args):
 
 
 def test_subprocess_exit_codes(tmp_path):
-    p = run("scan", FIX / "build", "--target", "rocm", "--format", "json", "--fail-on", "manual")
+    p = run("scan", FIX / "buildrun", "--target", "rocm", "--format", "json", "--fail-on", "manual")
     assert p.returncode == 0, p.stderr          # build fixtures: nothing manual for ROCm
     d = json.loads(p.stdout)
     assert d["targets"] == ["rocm"] and d["stats"]["findings"] == len(d["findings"]) > 0
@@ -32,9 +32,9 @@ def test_subprocess_exit_codes(tmp_path):
 
 
 def test_fail_on_with_target_selection(capsys):
-    assert cli(["scan", str(FIX / "build"), "--fail-on", "blocker", "--target", "rocm", "-f", "json"]) == 0
+    assert cli(["scan", str(FIX / "buildrun"), "--fail-on", "blocker", "--target", "rocm", "-f", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["targets"] == ["rocm"]
-    assert cli(["scan", str(FIX / "build"), "--fail-on", "blocker", "--target", "npu", "-f", "sarif"]) == 1
+    assert cli(["scan", str(FIX / "buildrun"), "--fail-on", "blocker", "--target", "npu", "-f", "sarif"]) == 1
     out = capsys.readouterr()     # nvcc has no Ascend equivalent
     assert "--fail-on" in out.err and json.loads(out.out)["version"] == "2.1.0"
 

@@ -112,13 +112,13 @@ def test_cuda_cpp(report):
 
 
 def test_build_and_run_files(report):
-    assert hits(report, "build/Dockerfile") == {(1, "build-docker-nvidia-base"), (2, "build-nvidia-smi"),
+    assert hits(report, "buildrun/Dockerfile") == {(1, "build-docker-nvidia-base"), (2, "build-nvidia-smi"),
                                                 (2, "build-nvcc"), (3, "build-env-cuda-visible-devices"),
                                                 (3, "build-env-nccl")}
-    assert hits(report, "build/run.sh") == {(3, "build-nvidia-smi"), (4, "build-cuda-arch"),
+    assert hits(report, "buildrun/run.sh") == {(3, "build-nvidia-smi"), (4, "build-cuda-arch"),
                                             (5, "build-env-cuda-visible-devices"), (6, "build-container-gpus")}
-    assert hits(report, "build/Makefile") == {(2, "build-nvcc"), (2, "build-cuda-arch")}
-    assert hits(report, "build/CMakeLists.txt") == {(2, "build-cmake-cuda"), (3, "build-cmake-cuda"),
+    assert hits(report, "buildrun/Makefile") == {(2, "build-nvcc"), (2, "build-cuda-arch")}
+    assert hits(report, "buildrun/CMakeLists.txt") == {(2, "build-cmake-cuda"), (3, "build-cmake-cuda"),
                                                     (4, "build-cmake-cuda"), (5, "build-cmake-cuda")}
 
 
@@ -160,12 +160,12 @@ def test_target_selection_and_fail_on():
     r = scan(FIX / "python", targets=["rocm"], jobs=1)
     assert r.targets == ("rocm",) and set(r.summaries) == {"rocm"}
     assert r.fails("blocker")            # tensorrt / gds
-    r2 = scan(FIX / "build", targets=["rocm"], jobs=1)
+    r2 = scan(FIX / "buildrun", targets=["rocm"], jobs=1)
     assert not r2.fails("manual") and not r2.fails("blocker")
     assert r2.summaries["rocm"].counts["manual"] == 0
     with pytest.raises(GapbenchError, match="unknown target"):
         scan(FIX, targets=["cuda"])
-    assert scan(FIX / "build", targets=["npu,xpu"], jobs=1).targets == ("npu", "xpu")
+    assert scan(FIX / "buildrun", targets=["npu,xpu"], jobs=1).targets == ("npu", "xpu")
 
 
 def test_effort_formula_by_hand():
