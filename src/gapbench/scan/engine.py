@@ -164,7 +164,7 @@ def _scan_chunk(chunk: list[tuple[Entry, tuple[str, ...]]]) -> list[tuple[Entry,
 def scan_entries(items: list[tuple[Entry, tuple[str, ...]]], ruleset: RuleSet, max_bytes: int,
                  jobs: int) -> Iterable[tuple[Entry, FileResult]]:
     """(entry, result) for every item, in order; a pool of `jobs` forked workers when jobs > 1."""
-    if jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+    if jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods() or multiprocessing.current_process().daemon:
         m = Matcher(ruleset, max_bytes)
         for e, k in items:
             yield e, m.scan_file(e, k)
