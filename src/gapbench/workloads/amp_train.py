@@ -169,7 +169,10 @@ class AmpTrain(Workload):
         curves_needed = 1 if precision == "fp32" or key in self._fp32 else 2
         estimate = step_s * p["steps"] * curves_needed
         if estimate > ctx.budget_s * 0.6:
-            return self.too_slow(variant, ctx, step_s, p["batch"])
+            return self.failed(variant, ctx, "too_slow", f"{curves_needed} loss curve(s) of {p['steps']} steps take "
+                               f"≈{estimate:.3g} s ({step_s:.3g} s per step, ≈{p['batch'] / step_s:.4g} samples/s); "
+                               f"more than 60% of the {ctx.budget_s:.0f} s budget",
+                               metrics={"estimated_time_per_iter_s": step_s, "estimated_value": p["batch"] / step_s})
 
         losses, facts = loss_curve(model0, precision, batches, dev.type, p["lr"])
         metrics: dict = {"loss_curve": [float(f"{v:.6g}") for v in losses], "native_bf16": has_native_bf16(dev),
