@@ -171,7 +171,7 @@ class AmpTrain(Workload):
         if estimate > ctx.budget_s * 0.6:
             return self.failed(variant, ctx, "too_slow", f"{curves_needed} loss curve(s) of {p['steps']} steps take "
                                f"≈{estimate:.3g} s ({step_s:.3g} s per step, ≈{p['batch'] / step_s:.4g} samples/s); "
-                               f"more than 60% of the {ctx.budget_s:.0f} s budget",
+                               f"more than 60% of the {ctx.budget_s:.3g} s budget",
                                metrics={"estimated_time_per_iter_s": step_s, "estimated_value": p["batch"] / step_s})
 
         losses, facts = loss_curve(model0, precision, batches, dev.type, p["lr"])
