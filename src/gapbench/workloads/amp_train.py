@@ -36,7 +36,7 @@ PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 PRESETS = {
     "tiny": dict(d_in=64, hidden=256, layers=2, classes=10, batch=128, steps=60, lr=3e-3, seed=0),
-    "standard": dict(d_in=256, hidden=2048, layers=2, classes=16, batch=256, steps=100, lr=1e-3, seed=0),
+    "standard": dict(d_in=256, hidden=1024, layers=2, classes=16, batch=256, steps=100, lr=1e-3, seed=0),
 }
 
 
@@ -134,7 +134,7 @@ class AmpTrain(Workload):
     description = "MLP training in fp32 / bf16 autocast / fp16 autocast+GradScaler: speed and loss-curve agreement"
     presets = {
         "tiny": "64→256→256→10 MLP, batch 128, 60-step loss curves (seconds on a CPU)",
-        "standard": "256→2048→2048→16 MLP, batch 256, 100-step loss curves",
+        "standard": "256→1024→1024→16 MLP, batch 256, 100-step loss curves",
     }
     default_preset = "tiny"
 

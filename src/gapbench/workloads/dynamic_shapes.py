@@ -26,7 +26,7 @@ from gapbench.workloads.base import Context, Variant, Workload
 PRESETS = {
     # batch 1 is in both streams on purpose: torch.compile specialises sizes 0 and 1, the classic recompile
     "tiny": dict(d_model=64, heads=4, ff=256, items=8, batches=(1, 2, 4), min_len=16, max_len=96, seed=0),
-    "standard": dict(d_model=512, heads=8, ff=2048, items=24, batches=(1, 2, 4, 8), min_len=32, max_len=512,
+    "standard": dict(d_model=256, heads=8, ff=1024, items=24, batches=(1, 2, 4, 8), min_len=32, max_len=256,
                      seed=0),
 }
 
@@ -81,7 +81,7 @@ class DynamicShapes(Workload):
     description = "a transformer block over varying batch/length, eager vs torch.compile(dynamic=True) vs padded"
     presets = {
         "tiny": "d_model 64, 8 calls over batches 1/2/4 and lengths 16..96 (a cold CPU compile is ~10-30 s)",
-        "standard": "d_model 512, 24 calls over batches 1/2/4/8 and lengths 32..512",
+        "standard": "d_model 256, 24 calls over batches 1/2/4/8 and lengths 32..256",
     }
     default_preset = "tiny"
 
