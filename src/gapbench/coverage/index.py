@@ -17,6 +17,7 @@ from gapbench.errors import GapbenchError
 from gapbench.results import write_json_atomic
 
 INDEX_TIMEOUT_S = 1800.0
+INDEX_FORMAT = 2  # bump when what an index holds changes: older cached files are rebuilt
 
 
 def cache_dir() -> Path:
@@ -30,7 +31,7 @@ def index_path(torch_version: str | None = None) -> Path:
 
 
 def build_index(ops: str | None = None, extra_ops: str | None = None) -> dict:
-    """Trace the first samples of every OpInfo entry (or those matching `ops`), forward and backward, in a
+    """Trace up to 64 samples of every OpInfo entry (or those matching `ops`), forward and backward, in a
     worker process. Only the full index (ops=None) is cached by load_index()."""
     try:
         entries = [e for e in run_simple({"mode": "index", "ops": ops, "extra_ops": extra_ops}, INDEX_TIMEOUT_S)
@@ -39,7 +40,7 @@ def build_index(ops: str | None = None, extra_ops: str | None = None) -> dict:
         raise GapbenchError(f"could not index the OpInfo database ({e})") from None
     for e in entries:
         e.pop("event", None)
-    return {"torch": torch.__version__, "entries": entries}
+    return {"torch": torch.__version__, "format": INDEX_FORMAT, "entries": entries}
 
 
 def load_index(rebuild: bool = False) -> dict:
@@ -48,7 +49,8 @@ def load_index(rebuild: bool = False) -> dict:
     if p.is_file() and not rebuild:
         try:
             data = json.loads(p.read_text(encoding="utf-8"))
-            if data.get("torch") == torch.__version__ and isinstance(data.get("entries"), list):
+            if data.get("torch") == torch.__version__ and data.get("format") == INDEX_FORMAT and \
+                    isinstance(data.get("entries"), list):
                 return data
         except (OSError, json.JSONDecodeError):
             pass

@@ -10,6 +10,11 @@ STATUS_STYLE = {"native": "green", "cpu_fallback": "yellow", "unsupported": "mag
                 "error": "red", "skipped": "dim"}
 
 
+def _styled(status: str) -> str:
+    style = STATUS_STYLE.get(status)
+    return f"[{style}]{status}[/]" if style else status
+
+
 def _fmt_s(x) -> str:
     if x is None:
         return "—"
@@ -41,7 +46,7 @@ def coverage_tables(cov: dict, where: str = "", show: int | None = 20) -> list:
         for r in bad[: show or None]:
             name = r["op"] + (f".{r['variant']}" if r.get("variant") else "")
             err = "" if r.get("max_error") is None else f"{r['max_error']:.3g}"
-            t.add_row(name, r["dtype"], f"[{STATUS_STYLE.get(r['status'], '')}]{r['status']}[/]", err,
+            t.add_row(name, r["dtype"], _styled(r["status"]), err,
                       (r.get("reason") or "")[:160])
         out.append(t)
     return out
@@ -63,7 +68,7 @@ def trace_table(trace, statuses: dict | None = None) -> Table:
             if st is None:
                 row += ["", ""]
             else:
-                row += [st.get("entry") or "—", f"[{STATUS_STYLE.get(st['status'], '')}]{st['status']}[/]"]
+                row += [st.get("entry") or "—", _styled(st["status"])]
         t.add_row(*row)
     return t
 

@@ -208,7 +208,9 @@ def against(trace: OpTrace, coverage_file: str, index: dict | None = None) -> Ve
             statuses[overload] = {"entry": _label(hits[0]), "status": "unknown", "phase": phase,
                                   "reason": f"{_label(hits[0])} is not in this coverage file"}
             continue
-        e = audited[0]
+        # the best-named entry the audit actually ran, else the best-named one at all
+        ran = [e for e in audited if any(r["status"] != "skipped" for r in rows[(e["op"], e.get("variant") or "")])]
+        e = (ran or audited)[0]
         rs_rows = rows[(e["op"], e.get("variant") or "")]
         want = trace.dtypes.get(overload, set())
         chosen = [r for r in rs_rows if r["dtype"] in want] or rs_rows
@@ -223,6 +225,8 @@ def against(trace: OpTrace, coverage_file: str, index: dict | None = None) -> Ve
         else:
             st = worst(r["status"] for r in chosen)
             reason = next((r.get("reason", "") for r in chosen if r["status"] == st), "")
+        if st == "skipped":  # audited but not run or not compared: the file does not know
+            st, reason = "unknown", f"{_label(e)} was skipped: {reason}"
         statuses[overload] = {"entry": _label(e), "status": st, "phase": phase, "reason": reason,
                               "dtypes": sorted(r["dtype"] for r in chosen)}
     where = rs.name
