@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         mod = _verb_module(verb)
         if mod is None:
             continue
-        p = sub.add_parser(verb, help=mod.HELP, description=mod.HELP)
+        p = sub.add_parser(verb, help=mod.HELP.replace("%", "%%"), description=mod.HELP)
         mod.add_arguments(p)
         p.set_defaults(_main=mod.main)
     return parser

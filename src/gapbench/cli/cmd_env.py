@@ -6,7 +6,6 @@ import json
 
 from rich.table import Table
 
-from gapbench import devices
 from gapbench.cli._output import out
 
 HELP = "show the device identity and software stack as gapbench sees it"
@@ -18,6 +17,8 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
+    from gapbench import devices
+
     dev = devices.resolve(args.device)
     data = {"available": devices.available_types(), "host": devices.host_identity(), "device": dev.identity()}
     if args.json:

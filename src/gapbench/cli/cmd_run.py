@@ -9,7 +9,6 @@ import os
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from gapbench import runner
 from gapbench.cli._output import err, out, results_table, variant_text
 from gapbench.errors import GapbenchError
 from gapbench.results import Measurement
@@ -57,7 +56,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
 
 
-class _ProgressReporter(runner.Reporter):
+class _ProgressReporter:
+    """Draws the runner's progress callbacks (gapbench.runner.Reporter's methods) as a progress bar."""
+
     def __init__(self, progress: Progress | None):
         self.p = progress
         self.task = None
@@ -113,6 +114,8 @@ def _options(args) -> dict:
 
 
 def main(args) -> int:
+    from gapbench import runner  # imports torch: only when the verb runs, so --help stays fast
+
     if args.resume and (args.workload or args.suite or args.workload_file):
         raise GapbenchError("--resume continues the run recorded in the file; do not combine it with "
                             "--suite/--workload/--workload-file")
