@@ -146,6 +146,7 @@ def _cli(*args, cwd=None):
                           timeout=120)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args, words", [
     (["--ops", "(unclosed"], "not a valid regular expression"),
     (["--dtype", "float33"], "unknown dtype"),
@@ -178,7 +179,10 @@ def test_the_budget_stops_the_audit_and_leaves_the_rest_for_resume(audited, tmp_
     assert time.monotonic() - t0 < 60
     cov = rs.coverage
     assert not rs.complete
-    assert cov["ops"] == []  # the hang ate the budget: it is left for --resume, not called a timeout
-    assert cov["not_audited"] == 2
+    # good_sin (first) may or may not fit in the budget on a loaded machine; the hang never finishes, and is
+    # left for --resume rather than called a timeout
+    ran = [r["op"] for r in cov["ops"]]
+    assert "gapbench_test.hang" not in ran and set(ran) <= {"gapbench_test.good_sin"}
+    assert cov["not_audited"] == 2 - len(ran) >= 1
     assert results.load(out).complete is False
-    assert read_journal(journal_path(out))[1] == {}
+    assert len(read_journal(journal_path(out))[1]) == len(ran)

@@ -80,6 +80,7 @@ def test_loss_attribute_and_keyword_inputs(models):
     assert "aten.mse_loss_backward.default" in t.backward
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("target, words", [
     ("gb_test_models:raises", "raised ValueError: no weights here"),
     ("gb_test_models:wrong_shape", "must return (model, example_inputs)"),

@@ -182,7 +182,6 @@ class Runner:
     def __init__(self, device: str, max_samples: int, time_target_s: float):
         """max_samples 0: every sample OpInfo has."""
         self.device = torch.device(device)
-        self.dtype_name = ""
         self.max_samples = max_samples
         self.time_target_s = time_target_s
         self.has_fallback_rules = self.device.type in ("mps", "xpu", "npu")
@@ -258,12 +257,17 @@ class Runner:
         """Up to max_samples of the op's samples: spread over its list (the first ones are often empty
         tensors), always with the largest."""
         torch.manual_seed(0)
-        gen = op.sample_inputs(self.device, dtype, requires_grad=requires_grad)
         pool = []
-        for s in gen:
-            pool.append(s)
-            if self.max_samples and len(pool) >= 4 * self.max_samples:
-                break
+        # making samples runs ops on the device too; a backend warns once per op, so a fallback it reports
+        # here must be remembered or the op's own run would look native
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            for s in op.sample_inputs(self.device, dtype, requires_grad=requires_grad):
+                pool.append(s)
+                if self.max_samples and len(pool) >= 4 * self.max_samples:
+                    break
+        self.fell_back.update(n for n in fallback_ops([str(w.message) for w in caught], self.device.type)
+                              if n != "<unnamed>")
         if not self.max_samples or len(pool) <= self.max_samples:
             return pool
         step = len(pool) / self.max_samples
