@@ -144,6 +144,15 @@ def test_against_a_real_audit_gives_each_op_a_status(models, small_audit):
     v2 = against(t, str(other), index=index)
     assert v2.warnings and "torch 1.13.0" in v2.warnings[0]
     assert v2.statuses["aten.addmm.default"]["status"] == "native"
+    # a device where addmm is missing: the verdict names it
+    for r in data["coverage"]["ops"]:
+        if r["op"] == "addmm":
+            r["status"], r["reason"] = "unsupported", "not implemented for 'Float'"
+    other.write_text(json.dumps(data))
+    v3 = against(t, str(other), index=index)
+    assert "aten.addmm.default" in v3.not_native
+    assert all(v3.statuses[o]["entry"] == "addmm" for o in v3.not_native)  # this small index has few entries
+    assert f" {len(v3.not_native)} not native on " in v3.line and "aten.addmm.default (unsupported)" in v3.line
 
 
 def test_against_a_file_without_coverage_is_refused(models, tmp_path):

@@ -34,11 +34,12 @@ def main(args) -> int:
     trace = trace_ops(args.target, workload=args.workload, device=args.device, fake=not args.real)
     verdict = None
     if args.against:
-        index = None
-        if args.rebuild_index:
-            from gapbench.coverage.index import load_index
+        from gapbench.coverage.index import index_path, load_index
 
-            index = load_index(rebuild=True)
+        if args.rebuild_index or not index_path().is_file():
+            print("gapbench: tracing every OpInfo entry once to map ATen operators to them (a minute or two; "
+                  f"cached in {index_path()})", file=sys.stderr)
+        index = load_index(rebuild=args.rebuild_index)
         verdict = against(trace, args.against, index=index)
         for w in verdict.warnings:
             print(f"gapbench: warning: {w}", file=sys.stderr)

@@ -60,7 +60,9 @@ def list_ops(pattern: str | None = None, extra_ops: str | None = None) -> list[d
     try:
         events = list(run_simple({"mode": "list", "ops": pattern, "extra_ops": extra_ops}, STARTUP_S))
     except WorkerDied as e:
-        raise GapbenchError(f"could not list OpInfo operators ({e})") from None
+        hint = "; the OpInfo database needs the expecttest package: pip install expecttest" \
+            if "expecttest" in str(e) else ""
+        raise GapbenchError(f"could not list OpInfo operators ({e}){hint}") from None
     return [e for e in events if e.get("event") == "op"]
 
 

@@ -15,16 +15,6 @@ def _styled(status: str) -> str:
     return f"[{style}]{status}[/]" if style else status
 
 
-def _fmt_s(x) -> str:
-    if x is None:
-        return "—"
-    if x < 1e-3:
-        return f"{x * 1e6:.0f} µs"
-    if x < 1:
-        return f"{x * 1e3:.2f} ms"
-    return f"{x:.2f} s"
-
-
 def coverage_tables(cov: dict, where: str = "", show: int | None = 20) -> list:
     """Headline, per-family table and the not-native (op, dtype) rows (at most `show`, None for all)."""
     out: list = [f"[bold]{headline(cov['summary'], where)}[/bold]  "
@@ -72,5 +62,3 @@ def trace_table(trace, statuses: dict | None = None) -> Table:
         t.add_row(*row)
     return t
 
-
-__all__ = ["coverage_tables", "trace_table", "_fmt_s"]
