@@ -102,7 +102,7 @@ def main() -> None:
     print(f"llm-train:{args.preset} on {device} ({dtype}, {torch.get_num_threads()} threads): harness median "
           f"{mh:.1f} tokens/s, plain loop median {mp:.1f} tokens/s, ratio {mh / mp:.3f}; best of each "
           f"{max(ours):.1f} vs {max(plain):.1f}, ratio {max(ours) / max(plain):.3f}; median of the per-round "
-          f"ratios {statistics.median(h / q for h, q in zip(ours, plain)):.3f}")
+          f"ratios {statistics.median(h / q for h, q in zip(ours, plain, strict=True)):.3f}")
 
 
 if __name__ == "__main__":
