@@ -188,3 +188,12 @@ def test_auto_batch_under_a_memory_limit():
     assert [b, True] in res["tried"]
     assert res["work"] == b * 128
     assert res["flops"] == b * 128 * lt.llama_train_flops_per_token(lt.TINY, 128)
+
+
+@pytest.mark.slow
+def test_fp16_trains_with_fp32_master_weights_and_a_grad_scaler():
+    """The recipe for accelerators without bf16 (fp16 autocast + GradScaler), run on the CPU."""
+    v, m = run_one(dtype="fp16", batch_size=1)
+    assert m.status == "ok", m.reason
+    assert (v.params["dtype"], v.params["weights"]) == ("fp16", "fp32")
+    assert m.metrics["check_losses"][-1] < m.metrics["check_losses"][0]
