@@ -4,11 +4,22 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from gapbench import devices
 from gapbench.workloads import Context, get
 from gapbench.workloads import amp_train as amp
+
+
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Behaviour, not speed, is tested: one thread keeps a shared 2-core CI box from stalling OpenMP."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
 
 
 def _ctx() -> Context:

@@ -10,6 +10,16 @@ from gapbench.workloads import Context, get
 from gapbench.workloads import dynamic_shapes as ds
 
 
+@pytest.fixture(autouse=True)
+def _one_thread():
+    """Behaviour, not speed, is tested: one thread keeps a shared 2-core CI box from stalling OpenMP."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+
 def _ctx() -> Context:
     return Context(device=devices.resolve("cpu"), preset="tiny", budget_s=120, min_time_s=0.02, repeats=3)
 
