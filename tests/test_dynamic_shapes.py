@@ -19,7 +19,6 @@ def _one_thread():
     torch.set_num_threads(before)
 
 
-
 def _ctx() -> Context:
     return Context(device=devices.resolve("cpu"), preset="tiny", budget_s=120, min_time_s=0.02, repeats=3)
 

@@ -20,7 +20,6 @@ def _one_thread():
     torch.set_num_threads(before)
 
 
-
 def _ctx(preset: str = "tiny") -> Context:
     return Context(device=devices.resolve("cpu"), preset=preset, budget_s=30, min_time_s=0.02, repeats=3)
 
