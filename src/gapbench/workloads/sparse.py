@@ -192,7 +192,7 @@ class Sparse(Workload):
             op()
         except torch.OutOfMemoryError:
             raise
-        except (RuntimeError, NotImplementedError, ValueError, TypeError) as e:
+        except (RuntimeError, NotImplementedError, ValueError, TypeError, AssertionError) as e:
             return self.failed(variant, ctx, "unsupported", f"2:4 semi-structured sparsity failed on this device: {e}")
         return self._timed(variant, ctx, op, a_dense, b, dtype, int(torch.count_nonzero(a_dense)),
                            dense_key=(m, k, n, dtype, str(ctx.device)),
