@@ -3,6 +3,7 @@
 import json
 
 import pytest
+
 from conftest import FIXTURES, gapbench
 
 

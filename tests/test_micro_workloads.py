@@ -3,8 +3,8 @@
 import torch
 
 from gapbench.devices import resolve
-from gapbench.workloads import get
 from gapbench.workloads import gemm as gemm_mod
+from gapbench.workloads import get
 from gapbench.workloads import membw as membw_mod
 from gapbench.workloads.base import Context
 

@@ -8,7 +8,6 @@ import sys
 import time
 
 from conftest import FIXTURES, gapbench
-
 from gapbench.results import load
 
 

@@ -92,7 +92,7 @@ class EnergyMeter:
         try:
             if self.source == "rapl":
                 total = 0
-                for z, (e0, rng) in zip(self._zones, self._start):
+                for z, (e0, rng) in zip(self._zones, self._start, strict=True):
                     e1, _ = _read_uj(z)
                     total += (e1 - e0) if e1 >= e0 else (e1 + rng - e0)
                 return total / 1e6

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from gapbench import devices, suites, workloads
 from gapbench.errors import GapbenchError
-from gapbench.results import Measurement, ResultSet, load, now_iso, save, variant_key
+from gapbench.results import Measurement, ResultSet, load, now_iso, save
 
 STARTUP_TIMEOUT_S = 300.0  # imports + variants() of one workload (model libraries are slow to import)
 
@@ -191,6 +191,11 @@ def run_suite(plan: RunPlan | None = None, *, output: str | None = None, resume:
         raise Interrupted(output) from None
 
     rs.device = identity or devices.resolve(plan.device).identity()
+    if plan.suite == "parity" or plan.options.get("frameworks"):
+        from gapbench.frameworks import probe_all  # each framework in its own subprocess, never installs
+
+        reporter.note("probing deep-learning frameworks on the device")
+        rs.frameworks = probe_all(plan.device)
     rs.finished_at = now_iso()
     rs.complete = True
     save(rs, output)
@@ -218,7 +223,7 @@ def read_journal(output: str) -> tuple[dict, dict[str, Measurement]]:
     done: dict[str, Measurement] = {}
     if os.path.exists(jpath):
         with open(jpath, encoding="utf-8") as f:
-            for n, line in enumerate(f, 1):
+            for line in f:
                 line = line.strip()
                 if not line:
                     continue
@@ -357,7 +362,7 @@ class _WorkerRun:
             if kind == "hello":
                 self.identity = ev.get("device")
             elif kind == "variants":
-                self.announced = dict(zip(ev["keys"], ev["variants"]))
+                self.announced = dict(zip(ev["keys"], ev["variants"], strict=True))
                 self.unit = ev.get("unit", "")
                 self.higher_is_better = ev.get("higher_is_better", True)
                 self.reporter.variants_known(self.job["workload"], ev["todo"], ev["total"])

@@ -6,7 +6,6 @@ import json
 
 from rich.table import Table
 
-from gapbench import devices
 from gapbench.cli._output import out
 from gapbench.errors import GapbenchError
 
@@ -48,6 +47,8 @@ def main(args) -> int:
 
 
 def _device_type(spec: str | None) -> str:
+    from gapbench import devices  # imports torch: only when the verb runs
+
     if not spec or spec == "auto":
         return devices.available_types()[0]
     kind = spec.strip().split(":")[0]
@@ -57,7 +58,7 @@ def _device_type(spec: str | None) -> str:
 
 
 def _write(path: str, spec: str | None, device_type: str, rows: list[dict]) -> None:
-    from gapbench import results
+    from gapbench import devices, results
 
     try:
         ident = devices.resolve(spec or device_type).identity()
