@@ -330,11 +330,12 @@ def address_space_headroom() -> int | None:
 
 
 def activation_bytes_per_sample(seq: int, hidden: int, layers: int, heads: int, dtype_bytes: int,
-                                vocab: int = 0, checkpointing: bool = False) -> float:
+                                vocab: int = 0, checkpointing: bool = False, scores: bool = True) -> float:
     """Activation memory of one sequence (Korthikanti et al. 2022, no recompute): s·h·L·(34 + 5·a·s/h)
-    bytes at 16-bit, scaled to the element size; with checkpointing only each layer's input is kept
-    (s·h per layer) plus one layer recomputed. Logits (s·V, fp32, several copies) are added."""
-    per_layer = seq * hidden * (34 + 5 * heads * seq / hidden) * dtype_bytes / 2
+    bytes at 16-bit, scaled to the element size; the 5·a·s/h term (stored attention scores) only when
+    `scores` (eager or math attention; fused kernels keep none). With checkpointing only each layer's input
+    is kept (s·h per layer) plus one layer recomputed. Logits (s·V, fp32, several copies) are added."""
+    per_layer = seq * hidden * (34 + (5 * heads * seq / hidden if scores else 0)) * dtype_bytes / 2
     acts = seq * hidden * dtype_bytes * layers + per_layer if checkpointing else per_layer * layers
     return acts + 3 * seq * vocab * 4
 

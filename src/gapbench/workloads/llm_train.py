@@ -139,7 +139,8 @@ class LlmTrain(Workload):
         wbytes = precision.weight_dtype.itemsize
         act = tr.activation_bytes_per_sample(seq, cfg["hidden_size"], cfg["num_hidden_layers"],
                                              cfg["num_attention_heads"], 2 if precision.dtype != "fp32" else 4,
-                                             cfg["vocab_size"], p.checkpointing)
+                                             cfg["vocab_size"], p.checkpointing,
+                                             scores=prm["attention"] in ("eager", "math"))
         states = total * (wbytes * 4 + (2 if precision.autocast else 0))  # weights, grads, 2 AdamW moments
         short = tr.host_memory_shortfall(states + act * (1 if prm["batch_size"] == "auto" else prm["batch_size"]),
                                          ctx.device)
