@@ -538,6 +538,19 @@ def measure_training(workload, variant, ctx, job: TrainingJob):
         return TrainStep(run_model, job.make_batch(b), device, job.precision, job.lr, job.sdpa_backends)
 
     batch = job.batch_size
+    held: dict = {}
+
+    def first_step(b: int) -> None:
+        """Build the measured step at batch b and run its first, cold step (kept on success)."""
+        held.clear()
+        try:
+            s = new_step(b)
+            held.update(step=s, first=time_once(s, device), batch=b)
+        except BaseException:
+            held.clear()
+            model.zero_grad(set_to_none=True)  # a step cut short by OOM leaves partial gradients
+            raise
+
     if batch == "auto":
         def try_batch(b: int) -> None:
             try:
@@ -545,21 +558,22 @@ def measure_training(workload, variant, ctx, job: TrainingJob):
                 trial()
                 device.synchronize()
             finally:
-                model.zero_grad(set_to_none=True)  # a step cut short by OOM leaves partial gradients
+                model.zero_grad(set_to_none=True)
 
         search = largest_batch(try_batch, max(1, job.auto_ceiling()), device=device)
-        batch = search.batch_size
-        metrics["auto_batch_tried"] = [list(t) for t in search.tried]
         release_memory(device)
         memory.reset()  # the failed tries' allocations are not this batch's peak
+        # a batch that fitted can stop fitting once memory is fragmented: keep backing off for the real step
+        again = largest_batch(first_step, search.batch_size, refine=0, device=device)
+        metrics["auto_batch_tried"] = [list(t) for t in search.tried + again.tried]
+    else:
+        first_step(batch)
+    step, first, batch = held["step"], held["first"], held["batch"]
     work = job.work_per_step(batch)
     flops = job.flops_per_step(batch)
     variant = Variant(variant.params, flops=flops, bytes=variant.bytes)
     metrics.update(batch_size=batch, work_per_step=work, flops_per_step=flops,
                    dtype=job.precision.dtype, weights=job.precision.weights)
-
-    step = new_step(batch)
-    first = time_once(step, device)
     metrics["first_step_s"] = first
     losses = [step.last_loss()]
     if job.compile:
