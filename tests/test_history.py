@@ -42,3 +42,18 @@ def test_history_bad_input_exit_2(tmp_path, capsys, monkeypatch):
     junk.write_bytes(b"x" * 4096)
     p = inproc(capsys, "history", "--db", junk)
     assert p.returncode == 2 and "junk.sqlite" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_change_is_against_the_same_thread_count(tmp_path, capsys, monkeypatch):
+    from compare_fixtures import cpu_device
+
+    monkeypatch.setenv("GAPBENCH_DB", str(tmp_path / "h.sqlite"))
+    files = []
+    for i, (threads, value) in enumerate(((1, 1.0), (2, 1.8), (1, 1.1), (2, 2.0))):
+        rs = result_set([gemm(value)], device=cpu_device(threads=threads), run_id=f"r{i}",
+                        started_at=f"2026-01-0{i + 1}T00:00:00+00:00")
+        files.append(write(rs, tmp_path / f"r{i}.json"))
+    assert inproc(capsys, "history", "--import", *files).returncode == 0
+    p = inproc(capsys, "history", "--workload", "gemm")
+    assert "+10.0%" in p.stdout and "+11.1%" in p.stdout  # 1.0 -> 1.1 and 1.8 -> 2.0, not 1.8 -> 1.1
+    assert "−38.9%" not in p.stdout

@@ -250,6 +250,7 @@ class HistoryRow:
     value: float | None
     ci95: tuple[float, float] | None
     reason: str | None
+    threads: int | None = None  # CPU threads the run used (part of the CPU's "software stack")
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -265,7 +266,7 @@ def history(workload: str, device: str | None = None, variant: dict | None = Non
     try:
         sql = ("SELECT r.run_id, r.started_at, r.label, r.device_type, r.device_product, r.gapbench_version, "
                "r.torch_version, r.runtime, m.workload, m.preset, m.variant, m.unit, m.status, m.value, m.ci_low, "
-               "m.ci_high, m.reason FROM measurements m JOIN runs r ON r.run_id = m.run_id WHERE m.workload = ?")
+               "m.ci_high, m.reason, r.device_json FROM measurements m JOIN runs r ON r.run_id = m.run_id WHERE m.workload = ?")
         args: list = [workload]
         if device:
             sql += (" AND (LOWER(COALESCE(r.device_product,'')) LIKE ? OR LOWER(COALESCE(r.device_type,'')) LIKE ?"
@@ -285,8 +286,14 @@ def history(workload: str, device: str | None = None, variant: dict | None = Non
         if variant and any(str(v.get(k)) != str(val) for k, val in variant.items()):
             continue
         ci = (r[14], r[15]) if r[14] is not None and r[15] is not None else None
+        threads = None
+        if r[3] == "cpu" and r[17]:
+            try:
+                threads = json.loads(r[17]).get("threads")
+            except (TypeError, ValueError, AttributeError):
+                threads = None
         out.append(HistoryRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], v, r[11], r[12], r[13],
-                              ci, r[16]))
+                              ci, r[16], threads if isinstance(threads, int) else None))
     return out[-limit:] if limit else out
 
 
