@@ -105,3 +105,12 @@ def test_sdxl_on_a_small_budget_is_too_slow_not_a_hang():
     m = w.run(v, c)
     assert m.status == "too_slow" and "dense" in m.reason, m.reason
     assert m.metrics["estimated_time_per_iter_s"] > 5
+
+
+def test_auto_batch():
+    v, m = run_one(batch_size="auto", steps=1)
+    assert v.params["batch_size"] == "auto" and v.flops is None
+    assert m.status == "ok", m.reason
+    b = m.metrics["batch_size"]
+    assert 1 <= b <= 4 and [b, True] in m.metrics["auto_batch_tried"]
+    assert m.flops == di.pipeline_flops("tiny", b, 1)

@@ -265,6 +265,13 @@ class DiffusionInfer(Workload):
             metrics: dict = {"params": dict(counts), "dtype": precision.dtype, "vae_dtype": str(pipe.vae_dtype)[6:],
                              "latent_size": pipe.latent}
             batch = prm["batch_size"]
+            held: dict = {}
+
+            def probe(b: int) -> None:
+                """Each stage once at batch b, cold (the UNet's first call carries any compile)."""
+                pipe.set_batch(b)
+                held["cold"] = _stage_times(pipe, device, time_once, steps=1)
+
             if batch == "auto":
                 def try_batch(b: int) -> None:
                     pipe.set_batch(b)
@@ -273,18 +280,19 @@ class DiffusionInfer(Workload):
                     device.synchronize()
 
                 search = tr.largest_batch(try_batch, 4 if device.is_cpu else 64, device=device)
-                batch = search.batch_size
-                metrics["auto_batch_tried"] = [list(t) for t in search.tried]
                 tr.release_memory(device)
                 memory.reset()  # the failed tries' allocations are not this batch's peak
-            pipe.set_batch(batch)
+                # a batch that fitted can stop fitting once memory is fragmented: keep backing off
+                again = tr.largest_batch(probe, search.batch_size, refine=0, device=device)
+                batch = again.batch_size
+                metrics["auto_batch_tried"] = [list(t) for t in search.tried + again.tried]
+            else:
+                probe(batch)
+            cold = held["cold"]
             flops = pipeline_flops(ctx.preset, batch, steps)
             variant = Variant(variant.params, flops=flops)
             metrics.update(batch_size=batch, flops_per_image=flops / batch,
                            stage_flops=stage_flops(ctx.preset, batch))
-
-            # probe: each stage once, cold (the UNet's first call carries any compile), to estimate a call
-            cold = _stage_times(pipe, device, time_once, steps=1)
             metrics["first_step_s"] = cold["unet_step_s"]
             metrics["first_call_stages_s"] = cold
             estimate = cold["text_s"] + steps * cold["unet_step_s"] + cold["vae_s"]
