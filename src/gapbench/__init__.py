@@ -6,7 +6,7 @@ The Python API (lazily imported so that `import gapbench` stays cheap):
     compare(...)   -> Comparison       gapbench.compare.compare
     report(...)    -> str              gapbench.report.render
     scan(...)      -> ScanReport       gapbench.scan.scan
-    coverage(...)  -> dict             gapbench.coverage.audit
+    coverage(...)  -> ResultSet        gapbench.coverage.audit (its .coverage section filled)
 """
 
 from __future__ import annotations
