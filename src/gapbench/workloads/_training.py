@@ -221,8 +221,10 @@ def losses_fall(losses: Sequence[float]) -> str:
 
 # ---- out-of-memory back-off -------------------------------------------------------------------------
 
+# the last: oneDNN's words when a primitive's scratchpad allocation fails (seen under RLIMIT_AS on the CPU);
+# a back-off that meets it for another reason ends at the minimum batch and re-raises it
 _OOM_TEXT = ("out of memory", "not enough memory", "can't allocate memory", "cannot allocate memory",
-             "failed to allocate", "allocation failed")
+             "failed to allocate", "allocation failed", "could not create a primitive")
 
 
 def is_oom(exc: BaseException) -> bool:
@@ -258,42 +260,37 @@ def largest_batch(try_batch: Callable[[int], object], start: int, *, minimum: in
         raise ValueError(f"start {start} is below minimum {minimum}")
     tried: list[tuple[int, bool]] = []
     b = start
-    fit = None
-    while True:
-        try:
-            try_batch(b)
-        except BaseException as e:  # noqa: B036 - MemoryError is a BaseException subclass path too
-            if not is_oom(e):
-                raise
-            tried.append((b, False))
-            del e
-            release_memory(device)
-            if b <= minimum:
-                raise
-            b = max(minimum, b // 2)
-            continue
-        tried.append((b, True))
-        fit = b
-        break
+    while not _fits(try_batch, b, last_chance=b <= minimum):
+        tried.append((b, False))
+        release_memory(device)  # outside the except block: only now is the failed try's memory garbage
+        b = max(minimum, b // 2)
+    tried.append((b, True))
+    fit = b
     failed = [x for x, ok in tried if not ok]
     hi = min(failed) if failed else None
     for _ in range(refine):
         if hi is None or hi - fit <= 1:
             break
         mid = (fit + hi) // 2
-        try:
-            try_batch(mid)
-        except BaseException as e:  # noqa: B036
-            if not is_oom(e):
-                raise
-            tried.append((mid, False))
-            del e
+        ok = _fits(try_batch, mid, last_chance=False)
+        tried.append((mid, ok))
+        if ok:
+            fit = mid
+        else:
             release_memory(device)
             hi = mid
-            continue
-        tried.append((mid, True))
-        fit = mid
     return BatchSearch(fit, tuple(tried))
+
+
+def _fits(try_batch: Callable[[int], object], b: int, last_chance: bool) -> bool:
+    """Whether try_batch(b) ran; False on OOM, which is re-raised when this was the last chance."""
+    try:
+        try_batch(b)
+    except BaseException as e:  # noqa: B036 - MemoryError and torch.OutOfMemoryError included
+        if last_chance or not is_oom(e):
+            raise
+        return False
+    return True
 
 
 def auto_batch_ceiling(bytes_per_sample: float, fixed_bytes: float, device: Device, *, cap: int = 4096) -> int:
@@ -332,12 +329,14 @@ def address_space_headroom() -> int | None:
 def activation_bytes_per_sample(seq: int, hidden: int, layers: int, heads: int, dtype_bytes: int,
                                 vocab: int = 0, checkpointing: bool = False, scores: bool = True) -> float:
     """Activation memory of one sequence (Korthikanti et al. 2022, no recompute): s·h·L·(34 + 5·a·s/h)
-    bytes at 16-bit, scaled to the element size; the 5·a·s/h term (stored attention scores) only when
+    bytes at 16-bit, scaled to `dtype_bytes` (the weights' element size: with fp32 master weights the
+    residual stream and norms stay fp32 under autocast); the 5·a·s/h term (stored attention scores) only when
     `scores` (eager or math attention; fused kernels keep none). With checkpointing only each layer's input
-    is kept (s·h per layer) plus one layer recomputed. Logits (s·V, fp32, several copies) are added."""
+    is kept (s·h per layer) plus one layer recomputed. Logits and their gradients (s·V, five fp32 copies)
+    are added."""
     per_layer = seq * hidden * (34 + (5 * heads * seq / hidden if scores else 0)) * dtype_bytes / 2
     acts = seq * hidden * dtype_bytes * layers + per_layer if checkpointing else per_layer * layers
-    return acts + 3 * seq * vocab * 4
+    return acts + 5 * seq * vocab * 4
 
 
 # ---- FLOPs and MFU ----------------------------------------------------------------------------------

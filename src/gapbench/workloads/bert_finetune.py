@@ -110,7 +110,7 @@ class BertFinetune(Workload):
         cfg, seq, dev = p.config, p.seq_len, ctx.device.torch_device
         total, per_token, per_sequence = bert_params(cfg)
         act = tr.activation_bytes_per_sample(seq, cfg["hidden_size"], cfg["num_hidden_layers"],
-                                             cfg["num_attention_heads"], 2 if precision.dtype != "fp32" else 4,
+                                             cfg["num_attention_heads"], precision.weight_dtype.itemsize,
                                              scores=prm["attention"] in ("eager", "math"))
         states = total * (precision.weight_dtype.itemsize * 4 + (2 if precision.autocast else 0))
         short = tr.host_memory_shortfall(states + act * (1 if prm["batch_size"] == "auto" else prm["batch_size"]),

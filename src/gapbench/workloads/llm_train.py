@@ -138,7 +138,7 @@ class LlmTrain(Workload):
         flops_per_token = llama_train_flops_per_token(cfg, seq)
         wbytes = precision.weight_dtype.itemsize
         act = tr.activation_bytes_per_sample(seq, cfg["hidden_size"], cfg["num_hidden_layers"],
-                                             cfg["num_attention_heads"], 2 if precision.dtype != "fp32" else 4,
+                                             cfg["num_attention_heads"], precision.weight_dtype.itemsize,
                                              cfg["vocab_size"], p.checkpointing,
                                              scores=prm["attention"] in ("eager", "math"))
         states = total * (wbytes * 4 + (2 if precision.autocast else 0))  # weights, grads, 2 AdamW moments
