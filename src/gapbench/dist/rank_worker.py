@@ -104,7 +104,6 @@ def run(job: dict, events: FileEvents, status: Status) -> None:
     from gapbench.dist.control import Control, set_control
     from gapbench.results import Measurement, variant_key
     from gapbench.worker import _is_oom
-    from gapbench.workloads import _training
     from gapbench.workloads.base import Context, Variant
 
     kind = devices.resolve(job["device"]).type
@@ -144,11 +143,6 @@ def run(job: dict, events: FileEvents, status: Status) -> None:
     options = dict(job.get("options") or {})
     parallel = options.get("parallel") if not w.distributed else None
     lockstep = w.distributed or bool(parallel)
-    if parallel:
-        # the training workloads call _training.measure_training; route parallel runs to the DDP/FSDP driver
-        from gapbench.dist.training import dispatching
-
-        _training.measure_training = dispatching(_training.measure_training)
     base = Context(device=device, preset=preset, budget_s=job.get("variant_budget_s") or 60.0,
                    min_time_s=job.get("min_time_s") or 0.1, repeats=job.get("repeats") or 7, options=options,
                    dist=me)

@@ -89,20 +89,6 @@ def measure_training_parallel(workload, variant, ctx, job):
                                peak_memory_bytes=max(peaks) if peaks else None)
 
 
-def dispatching(original):
-    """measure_training that sends parallel runs (ctx.dist set and options['parallel']) here."""
-    if getattr(original, "gapbench_parallel", False):
-        return original
-
-    def measure_training(workload, variant, ctx, job):
-        if ctx.dist is not None and ctx.options.get("parallel"):
-            return measure_training_parallel(workload, variant, ctx, job)
-        return original(workload, variant, ctx, job)
-
-    measure_training.gapbench_parallel = True
-    return measure_training
-
-
 def scaling_efficiency(parallel_total: float, world_size: int, single: float) -> float:
     """Total throughput on n devices over n times the throughput on one device (1.0 = linear scaling)."""
     return parallel_total / (world_size * single)

@@ -516,6 +516,10 @@ class TrainingJob:
 
 def measure_training(workload, variant, ctx, job: TrainingJob):
     """Build, pick the batch, run the check steps, time the steady state, and count: one Measurement."""
+    if ctx.dist is not None and ctx.options.get("parallel"):  # DDP/FSDP over torch.distributed ranks
+        from gapbench.dist.training import measure_training_parallel
+
+        return measure_training_parallel(workload, variant, ctx, job)
     from gapbench.measure import TooSlow, time_fn, time_once
     from gapbench.workloads.base import Variant
 
