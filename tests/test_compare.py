@@ -283,3 +283,13 @@ def test_inputs_without_a_shared_row_warn():
     comp = compare([a, b])
     assert any("no gap to show" in w for w in comp.warnings)
     assert not any("no gap to show" in w for w in compare([a, result_set([gemm(2.0)], label="c")]).warnings)
+
+
+def test_above_peak_is_flagged_not_hidden():
+    # 2 cores x 2000 MHz x 64 = 0.256 TFLOP/s estimated; 0.3 achieved means the estimate is too low
+    comp = compare([result_set([gemm(0.3)], label="hot")])
+    assert comp.rows[0].cells[0].pct_peak == pytest.approx(0.3 / 0.256 * 100)
+    assert any(line.startswith("! hot: some rows exceed 100% of the peak") for line in comp.takeaway)
+    from gapbench.report.tables import gap_table
+
+    assert gap_table(comp)[1][0][4] == "117.2%!"

@@ -664,6 +664,13 @@ def takeaway(comp: Comparison) -> list[str]:
     ridges = "; ".join(f"{'/'.join(ds)}: {fmt_num(r, 3)} FLOP/byte ({src})" for (r, src), ds in grouped.items())
     if ridges and any(r.bound != "other" for r in comp.rows):
         lines.append(f"Compute- vs memory-bound by arithmetic intensity against the ridge point — {ridges}.")
+    over = [p for i, p in enumerate(comp.platforms)
+            if any(r.cells[i].pct_peak is not None and r.cells[i].pct_peak > 100.0 for r in comp.rows)]
+    for p in over:
+        why = (" (a CPU estimate: the clock the OS reports may be the base clock, e.g. in a VM without cpufreq, "
+               "and boost runs above it)" if p.spec is not None and p.spec.estimate else "")
+        lines.append(f"! {p.name}: some rows exceed 100% of the peak{why}; the peak figure is too low there, so "
+                     "read its % of peak as relative only.")
     if any(g.overlap is True for r in comp.rows for g in r.gaps.values()):
         lines.append("≈ marks a gap whose 95% confidence intervals overlap: it could be noise.")
     if any(g.pct is not None and g.overlap is None for r in comp.rows for g in r.gaps.values()):

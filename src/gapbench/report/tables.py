@@ -8,7 +8,10 @@ from gapbench.compare import Comparison, fmt_num, fmt_pct, per_unit_text
 
 
 def _peak_text(c) -> str:
-    return f"{c.pct_peak:.1f}% {'MFU' if c.peak_kind == 'MFU' else ''}".strip() if c.pct_peak is not None else "—"
+    if c.pct_peak is None:
+        return "—"
+    over = "!" if c.pct_peak > 100.0 else ""  # above the peak: the peak figure is too low (see the takeaway)
+    return f"{c.pct_peak:.1f}%{over} {'MFU' if c.peak_kind == 'MFU' else ''}".strip()
 
 
 def gap_table(comp: Comparison, merge_peak: bool = False) -> tuple[list[str], list[list[str]]]:

@@ -305,6 +305,8 @@ def cpu_spec(identity: dict) -> Spec:
         tflops = {**tflops, **row.tflops}
     mem = identity.get("memory_bytes")
     note = (f"estimate: {cores} cores x {float(mhz):.0f} MHz x FLOPs/cycle for ISA {', '.join(isa or []) or 'unknown'}"
+            + ("" if not local or _local_has_cpufreq() else
+               "; no cpufreq here (a VM?): the clock is the nominal one /proc/cpuinfo shows and boost can exceed it")
             if mhz and cores else "clock or core count unknown: no computed peak")
     return Spec(
         key=row.key if row else "cpu", name=product, vendor=str(identity.get("vendor") or ""), type="cpu",
@@ -314,6 +316,10 @@ def cpu_spec(identity: dict) -> Spec:
         confidence="low", source=row.source if row else "computed by gapbench.specs.cpu_spec",
         date=row.date if row else "", arch=identity.get("arch"), estimate=True, notes=note,
     )
+
+
+def _local_has_cpufreq() -> bool:
+    return os.path.exists("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
 
 
 def _is_local_cpu(product: str) -> bool:
