@@ -24,7 +24,7 @@ run: setup
 
 test: setup
 	$(VENV)/bin/ruff check src tests
-	$(VENV)/bin/python -m pytest -q tests
+	$(VENV)/bin/python -m pytest tests
 
 lint: setup
 	$(VENV)/bin/ruff check src tests
