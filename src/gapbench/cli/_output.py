@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import math
-
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from gapbench import specs
+from gapbench.compare import fmt_num, percent_of_peak, variant_text
 from gapbench.results import Measurement, ResultSet
+
+__all__ = ["out", "err", "value_text", "variant_text", "results_table"]
 
 out = Console(highlight=False, soft_wrap=False)
 if not out.is_terminal:  # files and pipes get full-width tables instead of rich's 80-column default
@@ -16,54 +18,13 @@ if not out.is_terminal:  # files and pipes get full-width tables instead of rich
 err = Console(stderr=True, highlight=False)
 
 
-def fmt(x: float | None, digits: int = 4) -> str:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        return "-"
-    if x == 0:
-        return "0"
-    mag = math.floor(math.log10(abs(x)))
-    decimals = max(0, digits - 1 - mag)
-    return f"{x:,.{decimals}f}"
-
-
-def variant_text(params: dict) -> str:
-    p = dict(params)
-    parts = []
-    if {"m", "n", "k"} <= p.keys():
-        shape = f"{p.pop('m')}×{p.pop('n')}×{p.pop('k')}"
-        parts.append(f"{p.pop('dtype', '')} {shape}".strip())
-    parts += [f"{k}={v}" for k, v in p.items()]
-    return " ".join(parts) or "-"
-
-
 def value_text(m: Measurement) -> str:
     if not m.ok:
         return "-"
-    text = fmt(m.value)
+    text = fmt_num(m.value)
     if m.stats and m.stats.n > 1:
-        text += f" ± {fmt(m.stats.half_width, 2)}"
+        text += f" ± {fmt_num(m.stats.half_width, 2)}"
     return text
-
-
-def _peak_fraction(m: Measurement, device: dict) -> float | None:
-    """Achieved fraction of the device's peak (FLOP/s for compute units, bandwidth for GB/s)."""
-    try:
-        from gapbench import specs
-    except ImportError:
-        return None
-    if not m.ok or m.value is None:
-        return None
-    try:
-        if m.unit == "TFLOP/s":
-            peak = specs.peak_tflops(device, str(m.variant.get("dtype", "fp32")))
-            return m.value / peak if peak else None
-        if m.unit == "GB/s" and m.variant.get("kernel") not in ("h2d", "d2h"):
-            bw = specs.peak_bandwidth_tbs(device)
-            return m.value / (bw * 1e3) if bw else None
-        mfu = m.metrics.get("mfu")
-        return float(mfu) if mfu is not None else None
-    except Exception:
-        return None
 
 
 def results_table(rs: ResultSet) -> Table:
@@ -75,8 +36,9 @@ def results_table(rs: ResultSet) -> Table:
     t.add_column("unit")
     t.add_column("% peak", justify="right")
     t.add_column("status / note")
+    spec = specs.match(rs.device)
     for m in rs.measurements:
-        frac = _peak_fraction(m, rs.device)
+        pct, kind = percent_of_peak(m, spec)
         if m.ok:
             note = "[yellow]noisy (IQR/median > 10%)[/]" if m.stats and m.stats.noisy else "ok"
             if "best_m" in m.metrics:
@@ -85,5 +47,5 @@ def results_table(rs: ResultSet) -> Table:
             color = {"unsupported": "cyan", "too_slow": "yellow"}.get(m.status, "red")
             note = f"[{color}]{m.status}[/]: {escape(m.reason)}"
         t.add_row(m.workload, variant_text(m.variant), value_text(m), m.unit,
-                  f"{frac * 100:.1f}%" if frac is not None else "", note)
+                  f"{pct:.1f}%{' MFU' if kind == 'MFU' else ''}" if pct is not None else "", note)
     return t
