@@ -20,6 +20,7 @@ from pathlib import Path
 
 from gapbench import devices, suites, workloads
 from gapbench.errors import GapbenchError
+from gapbench.events import log_tail, split_events
 from gapbench.results import Measurement, ResultSet, load, now_iso, save
 
 STARTUP_TIMEOUT_S = 300.0  # imports + variants() of one workload (model libraries are slow to import)
@@ -462,13 +463,8 @@ def _run_worker(job: dict, timeout_s: float, on_event=None) -> tuple[list[dict],
             chunk = os.read(r, 65536)
             if not chunk:
                 break
-            buf += chunk
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                try:
-                    ev = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
+            new_events, buf = split_events(buf + chunk)
+            for ev in new_events:
                 events.append(ev)
                 new_timeout = on_event(ev) if on_event else None
                 if new_timeout is not None:
@@ -484,12 +480,7 @@ def _run_worker(job: dict, timeout_s: float, on_event=None) -> tuple[list[dict],
         raise
     finally:
         os.close(r)
-    log.seek(0, os.SEEK_END)
-    size = log.tell()
-    log.seek(max(0, size - 4000))
-    tail = log.read().decode("utf-8", "replace")
-    log.close()
-    return events, killed, rc, tail
+    return events, killed, rc, log_tail(log, 4000)
 
 
 def _kill(proc: subprocess.Popen) -> None:

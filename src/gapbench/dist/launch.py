@@ -25,6 +25,7 @@ import tempfile
 import time
 
 from gapbench.dist.info import under_launcher
+from gapbench.events import log_tail, split_events
 
 HINT_PREFIX = "gapbench-dist: "
 HEARTBEAT_STALE_S = 5.0
@@ -83,13 +84,8 @@ def _run(job, timeout_s, on_event, nproc, folder):
             while True:
                 chunk = ev_in.read()
                 if chunk:
-                    buf += chunk
-                    while b"\n" in buf:
-                        line, buf = buf.split(b"\n", 1)
-                        try:
-                            ev = json.loads(line)
-                        except json.JSONDecodeError:
-                            continue
+                    new_events, buf = split_events(buf + chunk)
+                    for ev in new_events:
                         if ev.get("event") in ("setup_error", "bad_input"):
                             held.append(ev)
                             continue
@@ -112,11 +108,7 @@ def _run(job, timeout_s, on_event, nproc, folder):
         raise
     finally:
         _kill_ranks(folder)  # nothing of this run may outlive it
-    log.seek(0, os.SEEK_END)
-    size = log.tell()
-    log.seek(max(0, size - 20000))
-    tail = log.read().decode("utf-8", "replace")
-    log.close()
+    tail = log_tail(log, 20000)
     died = False
     if not killed and rc != 0:
         hint, died = first_failure(tail, folder)
