@@ -167,6 +167,46 @@ def no_kernel_reason(attention: str, device: Device) -> str:
     return f"attention backend {attention!r} has no kernel for these inputs on {device}"
 
 
+# ---- the checks every model workload makes before it builds anything ---------------------------------
+
+@dataclass(frozen=True)
+class Prepared:
+    precision: Precision
+    attn_impl: str  # transformers attn_implementation
+    sdpa_backends: list | None
+
+
+def prepare(workload, variant, ctx, *modules: str):
+    """Prepared, or the failed Measurement to return: a missing library or a precision the device lacks
+    is `unsupported` with the reason. The precision is read back from the variant (its identity)."""
+    missing = missing_dependency(*modules)
+    if missing:
+        return workload.failed(variant, ctx, "unsupported", missing)
+    prm = variant.params
+    precision = Precision(prm["dtype"], prm.get("weights", prm["dtype"]), "variant")
+    why = precision_unsupported(ctx.device, precision)
+    if why:
+        return workload.failed(variant, ctx, "unsupported", why)
+    attn_impl, backends = attention_choice({"attention": prm["attention"]})
+    return Prepared(precision, attn_impl, backends)
+
+
+def training_state_bytes(params: int, precision: Precision) -> int:
+    """Weights, gradients and two AdamW moments in the weight dtype, plus a low-precision copy under autocast."""
+    return params * (precision.weight_dtype.itemsize * 4 + (2 if precision.autocast else 0))
+
+
+def train(workload, variant, ctx, job: TrainingJob):
+    """measure_training, with an attention backend that has no kernel here reported as `unsupported`."""
+    try:
+        return measure_training(workload, variant, ctx, job)
+    except RuntimeError as e:
+        if is_unavailable_kernel(e):
+            return workload.failed(variant, ctx, "unsupported",
+                                   no_kernel_reason(variant.params["attention"], ctx.device))
+        raise
+
+
 # ---- the training step ------------------------------------------------------------------------------
 
 def adamw(params, device: Device, lr: float) -> torch.optim.Optimizer:

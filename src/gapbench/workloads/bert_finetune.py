@@ -97,22 +97,18 @@ class BertFinetune(Workload):
         return [Variant(params, flops=flops)]
 
     def run(self, variant: Variant, ctx: Context) -> Measurement:
-        missing = tr.missing_dependency("transformers")
-        if missing:
-            return self.failed(variant, ctx, "unsupported", missing)
+        prep = tr.prepare(self, variant, ctx, "transformers")
+        if isinstance(prep, Measurement):
+            return prep
+        precision, attn_impl, backends = prep.precision, prep.attn_impl, prep.sdpa_backends
         p = _preset(ctx.preset)
         prm = variant.params
-        precision = tr.Precision(prm["dtype"], prm["weights"], "variant")
-        why = tr.precision_unsupported(ctx.device, precision)
-        if why:
-            return self.failed(variant, ctx, "unsupported", why)
-        attn_impl, backends = tr.attention_choice({"attention": prm["attention"]})
         cfg, seq, dev = p.config, p.seq_len, ctx.device.torch_device
         total, per_token, per_sequence = bert_params(cfg)
         act = tr.activation_bytes_per_sample(seq, cfg["hidden_size"], cfg["num_hidden_layers"],
                                              cfg["num_attention_heads"], precision.weight_dtype.itemsize,
                                              scores=prm["attention"] in ("eager", "math"))
-        states = total * (precision.weight_dtype.itemsize * 4 + (2 if precision.autocast else 0))
+        states = tr.training_state_bytes(total, precision)
         short = tr.host_memory_shortfall(states + act * (1 if prm["batch_size"] == "auto" else prm["batch_size"]),
                                          ctx.device)
         if short:
@@ -137,12 +133,7 @@ class BertFinetune(Workload):
             precision=precision, lr=p.lr, sdpa_backends=backends, compile=prm["compile"],
             metrics={"params": total, "matmul_params_per_token": per_token,
                      "matmul_params_per_sequence": per_sequence, "tokens_per_sequence": seq})
-        try:
-            return tr.measure_training(self, variant, ctx, job)
-        except RuntimeError as e:
-            if tr.is_unavailable_kernel(e):
-                return self.failed(variant, ctx, "unsupported", tr.no_kernel_reason(prm["attention"], ctx.device))
-            raise
+        return tr.train(self, variant, ctx, job)
 
     def build_step(self, preset: str, device: torch.device) -> Callable[[], None]:
         """One forward+backward of the preset's model and batch, every tensor created on `device`."""

@@ -235,16 +235,12 @@ class DiffusionInfer(Workload):
     def run(self, variant: Variant, ctx: Context) -> Measurement:
         from gapbench.measure import TooSlow, time_fn, time_once
 
-        missing = tr.missing_dependency("transformers", "diffusers")
-        if missing:
-            return self.failed(variant, ctx, "unsupported", missing)
+        prep = tr.prepare(self, variant, ctx, "transformers", "diffusers")
+        if isinstance(prep, Measurement):
+            return prep
+        precision, attn_impl, backends = prep.precision, prep.attn_impl, prep.sdpa_backends
         p = _preset(ctx.preset)
         prm = variant.params
-        precision = tr.Precision(prm["dtype"], prm["dtype"], "variant")
-        why = tr.precision_unsupported(ctx.device, precision)
-        if why:
-            return self.failed(variant, ctx, "unsupported", why)
-        attn_impl, backends = tr.attention_choice({"attention": prm["attention"]})
         steps, device = prm["steps"], ctx.device
         counts = params_of(ctx.preset)
         short = tr.host_memory_shortfall(sum(counts.values()) * precision.torch_dtype.itemsize + 2 * 2**30, device)

@@ -123,25 +123,20 @@ class LlmTrain(Workload):
         return [Variant(params, flops=flops)]
 
     def run(self, variant: Variant, ctx: Context) -> Measurement:
-        missing = tr.missing_dependency("transformers")
-        if missing:
-            return self.failed(variant, ctx, "unsupported", missing)
+        prep = tr.prepare(self, variant, ctx, "transformers")
+        if isinstance(prep, Measurement):
+            return prep
+        precision, attn_impl, backends = prep.precision, prep.attn_impl, prep.sdpa_backends
         p = _preset(ctx.preset)
         prm = variant.params
-        precision = tr.Precision(prm["dtype"], prm["weights"], "variant")
-        why = tr.precision_unsupported(ctx.device, precision)
-        if why:
-            return self.failed(variant, ctx, "unsupported", why)
-        attn_impl, backends = tr.attention_choice({"attention": prm["attention"]})
         cfg, seq, dev = p.config, p.seq_len, ctx.device.torch_device
         total, matmul = llama_params(cfg)
         flops_per_token = llama_train_flops_per_token(cfg, seq)
-        wbytes = precision.weight_dtype.itemsize
         act = tr.activation_bytes_per_sample(seq, cfg["hidden_size"], cfg["num_hidden_layers"],
                                              cfg["num_attention_heads"], precision.weight_dtype.itemsize,
                                              cfg["vocab_size"], p.checkpointing,
                                              scores=prm["attention"] in ("eager", "math"))
-        states = total * (wbytes * 4 + (2 if precision.autocast else 0))  # weights, grads, 2 AdamW moments
+        states = tr.training_state_bytes(total, precision)
         short = tr.host_memory_shortfall(states + act * (1 if prm["batch_size"] == "auto" else prm["batch_size"]),
                                          ctx.device)
         if short:
@@ -166,12 +161,7 @@ class LlmTrain(Workload):
             batch_size=prm["batch_size"],
             auto_ceiling=lambda: tr.auto_batch_ceiling(act, states, ctx.device),
             precision=precision, lr=p.lr, sdpa_backends=backends, compile=prm["compile"], metrics=metrics)
-        try:
-            m = tr.measure_training(self, variant, ctx, job)
-        except RuntimeError as e:
-            if tr.is_unavailable_kernel(e):
-                return self.failed(variant, ctx, "unsupported", tr.no_kernel_reason(prm["attention"], ctx.device))
-            raise
+        m = tr.train(self, variant, ctx, job)
         if p.full_config is not None and m.ok:
             m.metrics.update(_full_model_estimate(p, m.metrics["achieved_tflops"] * 1e12))
         return m
