@@ -70,26 +70,23 @@ def fmt_pct(x: float) -> str:
 
 def flop_rate(m: Measurement) -> float | None:
     """Achieved FLOP/s of a measurement: from a FLOP-based unit, or its FLOPs per iteration and time."""
-    if not m.ok or m.value is None:
-        return None
-    u = m.unit.strip().lower()
-    if u in FLOP_UNITS:
-        return m.value * FLOP_UNITS[u]
-    t = time_per_iter(m)
-    if m.flops and t:
-        return float(m.flops) / t
-    return None
+    return _rate(m, FLOP_UNITS, m.flops)
 
 
 def byte_rate(m: Measurement) -> float | None:
+    """Achieved bytes/s: from a bandwidth unit, or its bytes per iteration and time."""
+    return _rate(m, BYTE_UNITS, m.bytes)
+
+
+def _rate(m: Measurement, units: dict[str, float], per_iter: float | None) -> float | None:
     if not m.ok or m.value is None:
         return None
     u = m.unit.strip().lower()
-    if u in BYTE_UNITS:
-        return m.value * BYTE_UNITS[u]
+    if u in units:
+        return m.value * units[u]
     t = time_per_iter(m)
-    if m.bytes and t:
-        return float(m.bytes) / t
+    if per_iter and t:
+        return float(per_iter) / t
     return None
 
 
