@@ -299,7 +299,7 @@ def _external_rank() -> int | None:
 def _run_workload(plan: RunPlan, name: str, preset: str | None, workload_budget: float | None,
                   done: set[str], on_result, reporter: Reporter) -> dict | None:
     """Run all variants of one workload not in `done`; restart the worker after a crash or timeout."""
-    skip = {k for k in done}
+    skip = set(done)
     identity = None
     t0 = time.monotonic()
     known: dict[str, dict] = {}  # key -> params of variants the worker announced

@@ -15,6 +15,7 @@ import resource
 import sys
 import time
 import traceback
+from dataclasses import replace
 
 EVENTS_FD_ENV = "GAPBENCH_EVENTS_FD"
 
@@ -115,18 +116,13 @@ def run_job(job: dict, events: Events) -> None:
                 device.empty_cache()
             except Exception:
                 pass
-        if m.peak_memory_bytes is None:
+        peak = m.peak_memory_bytes
+        if peak is None:
             try:
                 peak = device.peak_memory()
             except Exception:
                 peak = None
-            if peak is not None:
-                from dataclasses import replace
-
-                m = replace(m, peak_memory_bytes=peak)
-        from dataclasses import replace
-
-        m = replace(m, duration_s=time.monotonic() - t0, started_at=started, preset=preset)
+        m = replace(m, peak_memory_bytes=peak, duration_s=time.monotonic() - t0, started_at=started, preset=preset)
         events.send("result", key=key, measurement=m.to_dict())
     events.send("done")
 
