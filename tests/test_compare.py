@@ -16,6 +16,7 @@ from gapbench.compare import (
     reference_result_set,
 )
 from gapbench.errors import GapbenchError
+from gapbench.report.kit import cell_text, coverage_table, frameworks_table, gap_text, takeaway_lines
 from gapbench.results import Measurement, ResultSet, load
 from gapbench.specs import by_key
 
@@ -41,10 +42,10 @@ def test_compare_gap_for_both_unit_directions():
     assert by["gemm"].gaps[1].pct == pytest.approx(100.0)
     assert by["decode-latency"].gaps[1].pct == pytest.approx(100.0)
     assert by["decode-latency"].higher_is_better is False
-    assert by["gemm"].gaps[1].text == "+100.0%"
+    assert gap_text(by["gemm"].gaps[1]) == "+100.0%"
     slow = compare([fast, base])  # the other way round: both negative
     assert all(r.gaps[1].pct == pytest.approx(-50.0) for r in slow.rows)
-    assert slow.rows[0].gaps[1].text == "−50.0%"
+    assert gap_text(slow.rows[0].gaps[1]) == "−50.0%"
 
 
 def test_overlapping_intervals_are_marked_as_noise():
@@ -53,10 +54,10 @@ def test_overlapping_intervals_are_marked_as_noise():
     comp = compare([a, b])
     g = comp.rows[0].gaps[1]
     assert g.overlap is True and g.significant is False
-    assert g.text == "≈ +2.0%"
+    assert gap_text(g) == "≈ +2.0%"
     c = result_set([gemm(1.5, spread=0.01)], label="c")
     g2 = compare([a, c]).rows[0].gaps[1]
-    assert g2.overlap is False and g2.text == "+50.0%"
+    assert g2.overlap is False and gap_text(g2) == "+50.0%"
 
 
 def test_no_interval_is_flagged_not_called_significant():
@@ -64,7 +65,7 @@ def test_no_interval_is_flagged_not_called_significant():
     m = Measurement(workload="gemm", variant=gemm(1.0).variant, unit="TFLOP/s", value=1.3)
     b = result_set([m], label="b")
     g = compare([a, b]).rows[0].gaps[1]
-    assert g.overlap is None and g.significant is None and g.text.endswith("*")
+    assert g.overlap is None and g.significant is None and gap_text(g).endswith("*")
     assert intervals_overlap(None, a.measurements[0].stats) is None
 
 
@@ -74,12 +75,12 @@ def test_missing_rows_and_failed_status_show_status_not_number():
     comp = compare([a, b])
     rows = {(r.workload, r.variant.get("dtype")): r for r in comp.rows}
     assert rows[("gemm", "fp32")].gaps[1].pct is None
-    assert rows[("gemm", "fp32")].gaps[1].text == "unsupported"
-    assert rows[("gemm", "fp32")].cells[1].text == "unsupported"
-    assert rows[("membw", "fp32")].gaps[1].text == "missing"
+    assert gap_text(rows[("gemm", "fp32")].gaps[1]) == "unsupported"
+    assert cell_text(rows[("gemm", "fp32")].cells[1]) == "unsupported"
+    assert gap_text(rows[("membw", "fp32")].gaps[1]) == "missing"
     assert rows[("gemm", "bf16")].gaps[1].pct == pytest.approx(100.0)
     comp_b = compare([b, a])  # baseline failed
-    assert {r.gaps[1].text for r in comp_b.rows if r.variant.get("dtype") == "fp32" and r.workload == "gemm"} == {
+    assert {gap_text(r.gaps[1]) for r in comp_b.rows if r.variant.get("dtype") == "fp32" and r.workload == "gemm"} == {
         "baseline unsupported"}
 
 
@@ -98,7 +99,7 @@ def test_takeaway_splits_compute_and_memory_bound_and_agrees_with_the_table():
     comp = compare([base, other])
     bounds = {(r.workload, r.variant.get("m"), r.variant.get("kernel")): r.bound for r in comp.rows}
     assert bounds[("gemm", 1024, None)] == "compute" and bounds[("membw", None, "triad")] == "memory"
-    text = " ".join(comp.takeaway)
+    text = " ".join(takeaway_lines(comp))
     assert "compute-bound: two leads on 2 of 2 rows, gap +90.0% to +110.0%" in text
     assert "memory-bound: one leads on 1 of 2 rows (1 within noise), gap −30.0% to +0.5%" in text
     assert "default for cpu" in text or "FLOP/byte" in text
@@ -112,7 +113,7 @@ def test_classification_uses_the_ridge_point_of_the_baseline_spec():
     b = result_set([gemm(11.0, size=64), gemm(45.0, size=1024)], device=h100, label="h100 again")
     comp = compare([a, b])
     assert [r.bound for r in comp.rows] == ["memory", "compute"]
-    assert "h100 fp32" in " ".join(comp.takeaway)
+    assert "h100 fp32" in " ".join(takeaway_lines(comp))
 
 
 def test_percent_of_peak_flops_bandwidth_and_mfu():
@@ -197,7 +198,7 @@ def test_reference_platform_lines_up_with_the_gemm_sweep():
     row = next(r for r in comp.rows if r.variant.get("sweep") == "max" and r.variant["dtype"] == "bf16")
     assert row.cells[1].value == pytest.approx(794.5)
     assert row.gaps[0].pct == pytest.approx((700.0 / 794.5 - 1) * 100)
-    assert row.gaps[0].text.endswith("*")  # the published figure has no CI
+    assert gap_text(row.gaps[0]).endswith("*")  # the published figure has no CI
     shape_row = next(r for r in comp.rows if r.variant.get("m") == 1024)
     assert shape_row.cells[1].status == "missing"
     # the fp8 MAMF row matched nothing of mine: it stays a row of its own
@@ -238,11 +239,12 @@ def test_coverage_and_frameworks_side_by_side_and_absent():
     a = result_set([gemm(1.0)], label="a", coverage=cov, frameworks=fw)
     b = result_set([gemm(1.0)], label="b")
     comp = compare([a, b])
-    assert comp.coverage["columns"] == ["family", "a", "b"]
-    assert comp.coverage["rows"][0][1].startswith("80.0% native (8/10)") and comp.coverage["rows"][0][2] == "not audited"
-    assert comp.coverage["rows"][1][0] == "conv"
-    assert comp.frameworks["rows"][1][1] == "not_installed (python module 'paddle' not found)"
-    assert comp.frameworks["rows"][0][1] == "works 0.4" and comp.frameworks["rows"][0][2] == "not probed"
+    cov_t, fw_t = coverage_table(comp), frameworks_table(comp)
+    assert cov_t.headers == ["family", "a", "b"]
+    assert cov_t.rows[0][1].startswith("80.0% native (8/10)") and cov_t.rows[0][2] == "not audited"
+    assert cov_t.rows[1][0] == "conv"
+    assert fw_t.rows[1][1] == "not_installed (python module 'paddle' not found)"
+    assert fw_t.rows[0][1] == "works 0.4" and fw_t.rows[0][2] == "not probed"
     plain = compare([b, b.__class__(**{**b.__dict__, "run_id": "other"})])
     assert plain.coverage is None and plain.frameworks is None
 
@@ -289,7 +291,7 @@ def test_above_peak_is_flagged_not_hidden():
     # 2 cores x 2000 MHz x 64 = 0.256 TFLOP/s estimated; 0.3 achieved means the estimate is too low
     comp = compare([result_set([gemm(0.3)], label="hot")])
     assert comp.rows[0].cells[0].pct_peak == pytest.approx(0.3 / 0.256 * 100)
-    assert any(line.startswith("! hot: some rows exceed 100% of the peak") for line in comp.takeaway)
+    assert any(line.startswith("! hot: some rows exceed 100% of the peak") for line in takeaway_lines(comp))
     from gapbench.report.tables import gap_table
 
-    assert gap_table(comp)[1][0][4] == "117.2%!"
+    assert gap_table(comp).rows[0][4] == "117.2%!"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from gapbench import devices
 from gapbench.coverage.classify import aggregate, classify_exception, compare_outputs, fallback_ops, family_of
 from gapbench.coverage.summary import headline, summarize
 
@@ -72,11 +73,13 @@ def test_compare_structure_nan_and_integer_outputs():
 
 
 def test_fallback_warnings_name_the_operator():
-    text = ("The operator 'aten::linalg_qr.out' is not currently supported on the MPS backend and will fall back "
+    """Each backend knows its own fallback warning (gapbench.devices: Backend.fallback_patterns)."""
+    text = ("The operator 'aten::linalg_qr.out' is not currently supported on the XPU backend and will fall back "
             "to run on the CPU. This may have performance implications.")
-    assert fallback_ops([text], "mps") == ["aten::linalg_qr.out"]
-    assert fallback_ops([text], "cpu") == []  # nothing falls back on the CPU itself
-    assert fallback_ops(["unrelated warning"], "mps") == []
+    xpu, cpu = devices.by_name("xpu").fallback_patterns, devices.by_name("cpu").fallback_patterns
+    assert fallback_ops([text], xpu) == ["aten::linalg_qr.out"]
+    assert fallback_ops([text], cpu) == []  # nothing falls back on the CPU itself
+    assert fallback_ops(["unrelated warning"], xpu) == []
 
 
 def test_aggregate_worst_sample_wins_and_counts():

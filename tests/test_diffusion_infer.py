@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from gapbench import devices
-from gapbench.workloads import _training as tr
 from gapbench.workloads import diffusion_infer as di
 from gapbench.workloads import get
+from gapbench.workloads import training as tr
 from gapbench.workloads.base import Context
 
 CPU = devices.resolve("cpu")

@@ -10,7 +10,8 @@ import sys
 import pytest
 
 from conftest import gapbench
-from gapbench.dist.info import backend_for, nvlink_summary
+from gapbench.devices.cuda import nvlink_summary
+from gapbench.distributed.info import backend_for
 
 
 def test_collectives_suite_through_the_cli(tmp_path):

@@ -7,8 +7,7 @@ import pytest
 import torch
 
 from gapbench import runner
-from gapbench.dist.parallel import repeated_blocks, unsupported_reason
-from gapbench.dist.training import scaling_pairs
+from gapbench.distributed.parallel import repeated_blocks, scaling_pairs, unsupported_reason
 
 pytest.importorskip("transformers")
 

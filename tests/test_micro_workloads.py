@@ -26,7 +26,7 @@ def test_gemm_tiny_on_cpu_reports_each_dtype_honestly():
 
 
 def test_gemm_check_rejects_a_perturbed_product():
-    op = gemm_mod._make_op("fp32", 64, 64, 64, torch.device("cpu"))
+    op = gemm_mod._make_op("fp32", 64, 64, 64, resolve("cpu"))
     assert op.check() is None
     good = op.fn
     op.fn = lambda: good() * (1 + 1e-3)  # a kernel that is 0.1% off
@@ -34,7 +34,7 @@ def test_gemm_check_rejects_a_perturbed_product():
 
 
 def test_int8_check_demands_exact_results():
-    op = gemm_mod._make_op("int8", 32, 32, 32, torch.device("cpu"))
+    op = gemm_mod._make_op("int8", 32, 32, 32, resolve("cpu"))
     assert op.check() is None
     good = op.fn
     op.fn = lambda: good() + 1

@@ -1,7 +1,8 @@
 """Framework support matrix: which deep-learning frameworks are installed and can compute on the device.
 
-Each framework is probed by one small matrix multiply in a child process (a broken or hanging framework
-cannot crash or hang gapbench), and its result is checked against an exact reference in this process.
+Each framework is probed by one small matrix multiply in a supervised child process (a broken or hanging
+framework cannot crash or hang gapbench), and its result is checked against an exact reference in this
+process. How each framework names the device comes from the device's backend (`Backend.frameworks`).
 Nothing is ever installed. Each row: framework, version, status, device seen, reason.
 
 Statuses: works (ran on the asked device type and was right), cpu_only (installed and right, but only on the
@@ -13,7 +14,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
-import subprocess
 import sys
 import textwrap
 from dataclasses import dataclass
@@ -21,7 +21,6 @@ from importlib import metadata
 
 STATUSES = ("works", "cpu_only", "not_installed", "error")
 DEFAULT_TIMEOUT_S = 120.0
-MARKER = "GAPBENCH_PROBE "
 
 # the probe's inputs: small integers, so every product and sum is exact in fp32 (and tf32/bf16 inputs)
 M, K, N = 48, 64, 32
@@ -53,9 +52,10 @@ def check_matmul(result, a: list[list[float]], b: list[list[float]], tol: float 
 class Framework:
     """A framework to probe: its display name, the module whose presence means installed, and the probe body.
 
-    The body is Python source defining `matmul(a, b, device_type) -> dict` with keys version, device
-    (what it ran on), on_device (True when on the asked accelerator type) and result (nested lists);
-    it may add note (why it fell back to the CPU) and providers.
+    The body is Python source defining `matmul(a, b, want) -> dict`, where `want` holds the device's torch
+    type, whether it is an accelerator, and its names in each framework (gapbench.devices.base.FrameworkNames);
+    it returns version, device (what it ran on), on_device (True when on the asked device) and result
+    (nested lists), and may add note (why it fell back to the CPU) and providers.
     """
 
     name: str
@@ -64,49 +64,48 @@ class Framework:
 
 
 _MAIN = textwrap.dedent('''
-    import json, sys, traceback
+    import json, os, sys, traceback
     req = json.loads(sys.stdin.read())
     try:
-        out = matmul(req["a"], req["b"], req["device_type"])
+        out = matmul(req["a"], req["b"], req["want"])
     except BaseException as e:
         last = " ".join(str(e).split())[:300]
         out = {"error": f"{e.__class__.__name__}: {last}"}
-    sys.stdout.write("\\n''' + MARKER + '''" + json.dumps(out) + "\\n")
-    sys.stdout.flush()
+    fd = os.open(os.environ["GAPBENCH_EVENTS"], os.O_WRONLY | os.O_APPEND)
+    os.write(fd, (json.dumps({"event": "result", "result": out}) + "\\n").encode())
 ''')
 
 _PYTORCH = '''
-def matmul(a, b, device_type):
+def matmul(a, b, want):
+    import importlib
     import torch
-    if device_type == "npu":
-        import torch_npu  # noqa: F401
-    if device_type == "cpu":
+    for name in want["torch_modules"]:
+        importlib.import_module(name)
+    kind = want["torch_type"]
+    try:
+        dev = torch.device(kind)
+        torch.empty(1, device=dev)
         avail = True
-    elif device_type == "mps":
-        avail = torch.backends.mps.is_available()
-    else:
-        mod = getattr(torch, device_type, None)
-        avail = bool(mod is not None and mod.is_available())
-    dev = torch.device(device_type if avail else "cpu")
+    except Exception:
+        dev, avail = torch.device("cpu"), False
     ta = torch.tensor(a, dtype=torch.float32, device=dev)
     tb = torch.tensor(b, dtype=torch.float32, device=dev)
     c = (ta @ tb).cpu().tolist()
     name = str(dev)
-    if avail and device_type in ("cuda", "xpu", "npu"):
-        name += " (" + getattr(torch, device_type).get_device_name(0) + ")"
-    return {"version": torch.__version__, "device": name, "on_device": avail and device_type != "cpu",
-            "result": c, "note": "" if avail else f"torch sees no {device_type} device"}
+    mod = getattr(torch, kind, None)
+    if avail and want["accelerator"] and hasattr(mod, "get_device_name"):
+        name += " (" + mod.get_device_name(0) + ")"
+    return {"version": torch.__version__, "device": name, "on_device": avail and want["accelerator"],
+            "result": c, "note": "" if avail else "torch sees no " + want["device_type"] + " device"}
 '''
 
 _JAX = '''
-def matmul(a, b, device_type):
+def matmul(a, b, want):
     import jax
     import jax.numpy as jnp
     import numpy as np
-    names = {"cuda": ("cuda", "rocm", "gpu"), "xpu": ("xpu", "sycl"), "npu": ("npu",), "mps": ("METAL", "mps"),
-             "cpu": ()}[device_type]
     dev = None
-    for p in names:
+    for p in want["jax"] if want["accelerator"] else ():
         try:
             dev = jax.devices(p)[0]
             break
@@ -118,63 +117,63 @@ def matmul(a, b, device_type):
     c = jnp.matmul(jax.device_put(np.asarray(a, np.float32), dev), jax.device_put(np.asarray(b, np.float32), dev))
     return {"version": jax.__version__, "device": f"{dev.platform}:{dev.id} ({getattr(dev, 'device_kind', '')})",
             "on_device": on, "result": np.asarray(c).tolist(),
-            "note": "" if on else f"no JAX backend for {device_type}; backends: "
+            "note": "" if on else "no JAX backend for " + want["device_type"] + "; backends: "
                     + ", ".join(sorted({d.platform for d in jax.devices()}))}
 '''
 
 _TENSORFLOW = '''
-def matmul(a, b, device_type):
+def matmul(a, b, want):
     import os
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     import tensorflow as tf
-    kinds = {"cuda": ("GPU",), "xpu": ("XPU", "GPU"), "npu": ("NPU",), "mps": ("GPU",), "cpu": ()}[device_type]
+    kinds = want["tensorflow"] if want["accelerator"] else ()
     kind = next((k for k in kinds if tf.config.list_physical_devices(k)), None)
     target = f"/{kind}:0" if kind else "/CPU:0"
     with tf.device(target):
         c = tf.matmul(tf.constant(a, dtype=tf.float32), tf.constant(b, dtype=tf.float32))
     return {"version": tf.__version__, "device": c.device, "on_device": kind is not None, "result": c.numpy().tolist(),
-            "note": "" if kind else "TensorFlow lists no " + "/".join(kinds) + " device"}
+            "note": "" if kind else "TensorFlow lists no " + ("/".join(kinds) or want["device_type"]) + " device"}
 '''
 
 _PADDLE = '''
-def matmul(a, b, device_type):
+def matmul(a, b, want):
     import paddle
     dev = paddle.device
     target = None
-    if device_type == "cuda":
-        if (dev.is_compiled_with_cuda() or dev.is_compiled_with_rocm()) and dev.cuda.device_count() > 0:
-            target = "gpu:0"
-    elif device_type in ("npu", "xpu"):
+    names = want["paddle"] if want["accelerator"] else ()
+    if "gpu" in names and (dev.is_compiled_with_cuda() or dev.is_compiled_with_rocm()) and dev.cuda.device_count() > 0:
+        target = "gpu:0"
+    if target is None and names:
         customs = dev.get_all_custom_device_type() if hasattr(dev, "get_all_custom_device_type") else []
-        wanted = {"npu": ("npu",), "xpu": ("intel_gpu", "xpu")}[device_type]
-        found = [c for c in customs if c in wanted]
+        found = [c for c in customs if c in names]
         if found:
             target = found[0] + ":0"
-        elif device_type == "xpu" and dev.is_compiled_with_xpu():
+        elif want["paddle_xpu_build"] and dev.is_compiled_with_xpu():
             target = "xpu:0"
     paddle.set_device(target or "cpu")
     c = paddle.matmul(paddle.to_tensor(a, dtype="float32"), paddle.to_tensor(b, dtype="float32"))
     return {"version": paddle.__version__, "device": str(c.place), "on_device": target is not None,
-            "result": c.numpy().tolist(), "note": "" if target else "this Paddle build has no " + device_type + " device"}
+            "result": c.numpy().tolist(),
+            "note": "" if target else "this Paddle build has no " + want["device_type"] + " device"}
 '''
 
 _MINDSPORE = '''
-def matmul(a, b, device_type):
+def matmul(a, b, want):
     import mindspore as ms
     import numpy as np
-    want = {"cuda": "GPU", "npu": "Ascend", "cpu": "CPU"}.get(device_type)
+    wanted = want["mindspore"] if want["accelerator"] else "CPU"
     note, target = "", "CPU"
-    if want and want != "CPU":
+    if wanted and wanted != "CPU":
         try:
             if hasattr(ms, "set_device"):
-                ms.set_device(want)
+                ms.set_device(wanted)
             else:
-                ms.set_context(device_target=want)
-            target = want
+                ms.set_context(device_target=wanted)
+            target = wanted
         except Exception as e:
-            note = f"MindSpore cannot use {want}: {' '.join(str(e).split())[:150]}"
-    elif not want:
-        note = f"MindSpore has no {device_type} backend"
+            note = f"MindSpore cannot use {wanted}: {' '.join(str(e).split())[:150]}"
+    elif not wanted:
+        note = "MindSpore has no " + want["device_type"] + " backend"
     if target == "CPU":
         if hasattr(ms, "set_device"):
             ms.set_device("CPU")
@@ -212,14 +211,11 @@ def _onnx_matmul_model(m, k, n):
     opset = f_bytes(1, "") + f_int(2, 13)
     return f_int(1, 7) + f_bytes(2, "gapbench") + f_bytes(7, graph) + f_bytes(8, opset)
 
-def matmul(a, b, device_type):
+def matmul(a, b, want):
     import numpy as np
     import onnxruntime as ort
     available = ort.get_available_providers()
-    wanted = {"cuda": ("CUDAExecutionProvider", "ROCMExecutionProvider", "MIGraphXExecutionProvider",
-                       "TensorrtExecutionProvider"),
-              "xpu": ("OpenVINOExecutionProvider", "DmlExecutionProvider"),
-              "npu": ("CANNExecutionProvider",), "mps": ("CoreMLExecutionProvider",), "cpu": ()}[device_type]
+    wanted = tuple(want["onnxruntime"]) if want["accelerator"] else ()
     model = _onnx_matmul_model(len(a), len(b), len(b[0]))
     feeds = {"A": np.asarray(a, np.float32), "B": np.asarray(b, np.float32)}
     note = ""
@@ -235,8 +231,8 @@ def matmul(a, b, device_type):
             continue
         c = sess.run(["C"], feeds)[0]
         on = used != "CPUExecutionProvider"
-        if not on and not note and device_type != "cpu":
-            note = "no execution provider for " + device_type + " among " + ", ".join(available)
+        if not on and not note and want["accelerator"]:
+            note = "no execution provider for " + want["device_type"] + " among " + ", ".join(available)
         return {"version": ort.__version__, "device": used, "on_device": on, "result": c.tolist(),
                 "note": note.rstrip("; "), "providers": available}
     raise RuntimeError(note or "no execution provider could run the model")
@@ -266,8 +262,29 @@ def installed_version(module: str) -> str | None:
     return None
 
 
-def probe(fw: Framework, device_type: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict:
-    """Probe one framework on a device type ('cuda', 'xpu', 'npu', 'mps', 'cpu'); never raises."""
+def device_names(device: str) -> dict:
+    """What a probe needs to know of the device ('cuda', 'xpu:1', …): its torch type, whether it is an
+    accelerator, and how each framework names it."""
+    from dataclasses import asdict
+
+    from gapbench import devices
+
+    kind = str(device).split(":")[0]
+    backend = next((b for b in devices.backends() if kind == b.device_type or kind in b.aliases), None)
+    if backend is None:
+        backend = devices.by_name("cpu")
+    try:
+        backend = devices.resolve(device).backend
+    except Exception:  # a device this host lacks: ask with its names anyway, the probe says what it finds
+        pass
+    return {"device_type": backend.device_type, "torch_type": backend.torch_type,
+            "accelerator": backend.is_accelerator, **asdict(backend.frameworks)}
+
+
+def probe(fw: Framework, device: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> dict:
+    """Probe one framework on a device ('cuda', 'xpu', 'npu', 'mps', 'cpu'); never raises."""
+    from gapbench.engine.supervise import Child
+
     row = {"framework": fw.name, "version": None, "status": "error", "device": None, "reason": ""}
     try:
         present = importlib.util.find_spec(fw.module) is not None
@@ -278,29 +295,28 @@ def probe(fw: Framework, device_type: str, timeout_s: float = DEFAULT_TIMEOUT_S)
         return row
     row["version"] = installed_version(fw.module)
     a, b = probe_inputs()
+    want = device_names(device)
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", PYTHONWARNINGS="ignore")
     try:
-        proc = subprocess.run([sys.executable, "-c", fw.body + _MAIN], input=json.dumps(
-            {"a": a, "b": b, "device_type": device_type}), capture_output=True, text=True, timeout=timeout_s, env=env)
-    except subprocess.TimeoutExpired:
-        row["reason"] = f"probe timed out after {timeout_s:g} s"
-        return row
+        child = Child([sys.executable, "-c", fw.body + _MAIN], payload=json.dumps({"a": a, "b": b, "want": want}),
+                      env=env, what="probe")
     except OSError as e:
         row["reason"] = f"probe could not start: {e}"
         return row
-    payload = None
-    for line in proc.stdout.splitlines():
-        if line.startswith(MARKER):
-            try:
-                payload = json.loads(line[len(MARKER):])
-            except json.JSONDecodeError:
-                payload = None
-    if payload is None:
-        tail = [ln.strip() for ln in proc.stderr.strip().splitlines() if ln.strip()]
-        row["reason"] = f"probe crashed (exit code {proc.returncode})" + (f": {tail[-1][:200]}" if tail else "")
+    try:
+        out = child.follow(timeout_s)
+    finally:
+        child.close()
+    if out.timed_out:
+        row["reason"] = f"probe timed out after {timeout_s:g} s"
+        return row
+    payload = next((ev.get("result") for ev in out.events if ev.get("event") == "result"), None)
+    if not isinstance(payload, dict):
+        tail = [ln.strip() for ln in out.log.strip().splitlines() if ln.strip()]
+        row["reason"] = f"probe crashed (exit code {out.returncode})" + (f": {tail[-1][:200]}" if tail else "")
         return row
     if "error" in payload:
-        row["reason"] = payload["error"]
+        row["reason"] = str(payload["error"])
         return row
     row["version"] = payload.get("version") or row["version"]
     row["device"] = payload.get("device")
@@ -310,15 +326,14 @@ def probe(fw: Framework, device_type: str, timeout_s: float = DEFAULT_TIMEOUT_S)
     if wrong:
         row["reason"] = f"matmul on {row['device']}: {wrong}"
         return row
-    if device_type == "cpu" or payload.get("on_device"):
+    if not want["accelerator"] or payload.get("on_device"):
         row.update(status="works", reason="")
     else:
-        row.update(status="cpu_only", reason=payload.get("note") or f"runs on the CPU only, not on {device_type}")
+        row.update(status="cpu_only", reason=payload.get("note") or f"runs on the CPU only, not on {want['device_type']}")
     return row
 
 
-def probe_all(device_type: str, timeout_s: float = DEFAULT_TIMEOUT_S,
+def probe_all(device: str, timeout_s: float = DEFAULT_TIMEOUT_S,
               frameworks: tuple[Framework, ...] = FRAMEWORKS) -> list[dict]:
-    """Every known framework probed on `device_type` ('cuda:1' is read as 'cuda'); one dict per framework."""
-    kind = device_type.split(":")[0]
-    return [probe(fw, kind, timeout_s) for fw in frameworks]
+    """Every known framework probed on `device`; one dict per framework."""
+    return [probe(fw, device, timeout_s) for fw in frameworks]

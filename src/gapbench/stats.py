@@ -70,6 +70,11 @@ class Stats:
         )
 
 
+def median(xs) -> float:
+    """The median: the middle value, or the mean of the two middle values (the one median gapbench uses)."""
+    return statistics.median(float(x) for x in xs)
+
+
 def _quantile(xs: list[float], q: float) -> float:
     """Linear-interpolated quantile of sorted data (numpy's default 'linear' method)."""
     if len(xs) == 1:

@@ -9,7 +9,7 @@ from rich.markup import escape
 from gapbench.cli._output import err, out
 from gapbench.compare import compare, parse_prices
 from gapbench.report import render
-from gapbench.report.text import terminal_renderables
+from gapbench.report.terminal import terminal_renderables
 
 HELP = "gap table between results files (and published references), with uncertainty and % of peak"
 

@@ -94,13 +94,15 @@ def main(args) -> int:
         print(json.dumps(cov, indent=1))
         return 0
     from rich.console import Console
+    from rich.text import Text
 
-    from gapbench.coverage.render import coverage_tables
+    from gapbench.report.coverage import coverage_tables
+    from gapbench.report.kit import rich_table
 
     console = Console()
     limit = None if args.show == "all" else int(args.show) if args.show.isdigit() else 20
     for item in coverage_tables(cov, where=rs.name, show=limit):
-        console.print(item)
+        console.print(Text(item, style="bold") if isinstance(item, str) else rich_table(item))
     if cov.get("not_audited"):
         console.print(f"[yellow]{cov['not_audited']} (op, dtype) units not audited (budget spent); "
                       f"continue with --resume {rs.path}.journal.jsonl[/yellow]")

@@ -52,8 +52,8 @@ def _device_type(spec: str | None) -> str:
     if not spec or spec == "auto":
         return devices.available_types()[0]
     kind = spec.strip().split(":")[0]
-    if kind not in devices.DEVICE_TYPES:
-        raise GapbenchError(f"unknown device {spec!r}; expected one of {', '.join(devices.DEVICE_TYPES)}")
+    if kind not in devices.kinds():
+        raise GapbenchError(f"unknown device {spec!r}; expected one of {', '.join(devices.kinds())}")
     return kind
 
 

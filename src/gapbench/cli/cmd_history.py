@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 
-from rich.table import Table
-from rich.text import Text
-
 from gapbench import store
 from gapbench.cli._output import err, out
-from gapbench.compare import fmt_num, fmt_pct, gap_pct, variant_text
 from gapbench.errors import GapbenchError
+from gapbench.report.kit import rich_table
+from gapbench.report.runs import history_table
 
 HELP = "show how a workload's results moved over runs and versions; --import older results files"
 
@@ -66,25 +64,6 @@ def main(args) -> int:
         raise GapbenchError(f"no history for workload {args.workload!r}"
                             + (f" on devices matching {args.device!r}" if args.device else "")
                             + f" in {db or store.default_path()}")
-    t = Table(title=Text(f"history of {args.workload} (change: against the previous run of the same device, "
-                         "CPU threads and variant)"), title_justify="left")
-    for c in ("started", "device", "threads", "label", "variant", "value ± 95% CI", "unit", "change", "gapbench",
-              "torch", "runtime"):
-        t.add_column(c, justify="right" if c in ("value ± 95% CI", "change") else "left", overflow="fold")
-    last: dict[tuple, float] = {}
-    for r in rows:
-        key = (r.device_product, r.threads, json.dumps(r.variant, sort_keys=True), r.preset)
-        if r.status == "ok" and r.value is not None:
-            val = fmt_num(r.value) + (f" ± {fmt_num((r.ci95[1] - r.ci95[0]) / 2, 2)}" if r.ci95 else "")
-            prev = last.get(key)
-            g = gap_pct(r.value, prev, True) if prev is not None else None
-            change = fmt_pct(g) if g is not None else "—"
-            last[key] = r.value
-        else:
-            val, change = f"{r.status}", (r.reason or "")[:60]
-        t.add_row(*[Text(str(x)) for x in (
-            (r.started_at or "")[:19], r.device_product or r.device_type or "?",
-            "" if r.threads is None else r.threads, r.label or "", variant_text(r.variant),
-            val, r.unit or "", change, r.gapbench_version or "", r.torch_version or "", r.runtime or "")])
+    t = rich_table(history_table(args.workload, rows))
     out.print(t)
     return 0

@@ -53,17 +53,19 @@ def main(args) -> int:
         print(json.dumps(data, indent=1))
     else:
         from rich.console import Console
+        from rich.text import Text
 
-        from gapbench.coverage.render import trace_table
+        from gapbench.report.coverage import trace_table
+        from gapbench.report.kit import rich_table
 
         console = Console()
-        console.print(trace_table(trace, verdict.statuses if verdict else None))
+        console.print(rich_table(trace_table(trace, verdict.statuses if verdict else None)))
         n_f = sum(trace.forward.values())
         n_b = sum(trace.backward.values())
         console.print(f"{len(trace.ops())} operators, {n_f} calls in forward, {n_b} in backward"
                       f"{' (fake tensors)' if trace.fake else ''}")
         if verdict is not None:
-            console.print(f"[bold]{verdict.line}[/bold]", highlight=False)
+            console.print(Text(verdict.line, style="bold"))
     if verdict is not None and args.strict and verdict.not_native:
         return 1
     return 0

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from gapbench.cli._output import err, out, results_table, variant_text
+from gapbench.cli._output import err, out
 from gapbench.errors import GapbenchError
+from gapbench.report.kit import one_line, rich_table, variant_text
+from gapbench.report.runs import results_table
 from gapbench.results import Measurement
 
 HELP = "run a suite or chosen workloads on a device and write a results file"
@@ -81,7 +84,8 @@ class _ProgressReporter:
         if self.p and self.task is not None:
             self.p.advance(self.task)
         if not m.ok and self.p:
-            self.p.console.print(f"  [dim]{m.workload} {variant_text(m.variant)}: {m.status}: {escape(m.reason)}[/]")
+            self.p.console.print(f"  [dim]{escape(m.workload)} {escape(variant_text(m.variant))}: {m.status}: "
+                                 f"{escape(one_line(m.reason))}[/]")
 
     def note(self, text):
         err.print(text)
@@ -113,58 +117,66 @@ def _options(args) -> dict:
     return opts
 
 
-def main(args) -> int:
-    from gapbench import runner  # imports torch: only when the verb runs, so --help stays fast
-
+def _check(args) -> None:
+    """Bad combinations and values of the flags: one line, before anything runs."""
     if args.resume and (args.workload or args.suite or args.workload_file):
         raise GapbenchError("--resume continues the run recorded in the file; do not combine it with "
                             "--suite/--workload/--workload-file")
     for name in ("budget", "variant_budget", "timeout", "min_time", "memory_limit"):
         v = getattr(args, name)
-        if v is not None and v <= 0:
+        if v is not None and not v > 0:
             raise GapbenchError(f"--{name.replace('_', '-')} must be positive")
     if args.resume and "RANK" in os.environ and not args.nproc:
         raise GapbenchError("--resume is not available under an external launcher (torchrun); start the job again")
     if args.parallel and not args.nproc and "RANK" not in os.environ:
         raise GapbenchError("--parallel trains on several ranks: add --nproc N, or run gapbench under torchrun")
-    plan = None
-    if not args.resume:
-        suite = args.suite
-        plan = runner.build_plan(
-            device=args.device, suite=suite, workload_specs=args.workload, workload_files=args.workload_file,
-            options=_options(args), budget_s=args.budget,
-            variant_budget_s=args.variant_budget or (10.0 if (suite or "quick") == "quick" and not args.workload
-                                                      else 60.0),
-            timeout_s=args.timeout, min_time_s=args.min_time or 0.1, repeats=args.repeats or 7,
-            threads=args.threads, label=args.label,
-            memory_limit_bytes=int(args.memory_limit * 2**30) if args.memory_limit else None,
-            nproc=args.nproc, backend=args.backend,
-        )
+
+
+def _plan(args, runner):
+    suite = args.suite
+    quick = (suite or "quick") == "quick" and not args.workload
+    return runner.build_plan(
+        device=args.device, suite=suite, workload_specs=args.workload, workload_files=args.workload_file,
+        options=_options(args), budget_s=args.budget, variant_budget_s=args.variant_budget or (10.0 if quick else 60.0),
+        timeout_s=args.timeout, min_time_s=args.min_time or 0.1, repeats=args.repeats or 7,
+        threads=args.threads, label=args.label,
+        memory_limit_bytes=int(args.memory_limit * 2**30) if args.memory_limit else None,
+        nproc=args.nproc, backend=args.backend,
+    )
+
+
+def _print(rs, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(rs.to_dict(), indent=1))
+        return
+    from gapbench.distributed.summary import headline_lines
+
+    out.print(rich_table(results_table(rs)))
+    for line in headline_lines(rs):
+        out.print(line, markup=False, highlight=False)
+    bad = sum(1 for m in rs.measurements if not m.ok)
+    out.print(f"{len(rs.measurements)} measurement(s), {bad} not ok · results: {rs.path}", markup=False)
+
+
+def main(args) -> int:
+    from gapbench import runner  # imports torch: only when the verb runs, so --help stays fast
+    from gapbench.engine.lifeline import become_subreaper
+
+    _check(args)
+    plan = None if args.resume else _plan(args, runner)
+    become_subreaper()  # a worker's daemonised descendants come back here, where they are cleaned up
     show = not args.quiet and not args.json and err.is_terminal and os.environ.get("RANK", "0") == "0"
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=err, transient=True) if show else None
     reporter = _ProgressReporter(progress)
     try:
-        if progress:
-            with progress:
-                rs = runner.run_suite(plan, output=args.output, resume=args.resume, reporter=reporter,
-                                      history=not args.no_history)
-        else:
+        with progress if progress else contextlib.nullcontext():
             rs = runner.run_suite(plan, output=args.output, resume=args.resume, reporter=reporter,
                                   history=not args.no_history)
     except runner.Interrupted as e:
-        err.print(f"gapbench: {e}")
+        err.print(f"gapbench: {e}", markup=False)
         return 130
     if rs.path is None:  # one rank of an external torchrun job, not rank 0: rank 0 reports
         return 0
-    if args.json:
-        print(json.dumps(rs.to_dict(), indent=1))
-    else:
-        out.print(results_table(rs))
-        from gapbench.dist.summary import headline_lines
-
-        for line in headline_lines(rs):
-            out.print(line, markup=False, highlight=False)
-        bad = sum(1 for m in rs.measurements if not m.ok)
-        out.print(f"{len(rs.measurements)} measurement(s), {bad} not ok · results: {rs.path}")
+    _print(rs, args.json)
     return 0

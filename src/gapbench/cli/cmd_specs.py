@@ -9,7 +9,7 @@ from rich.text import Text
 
 from gapbench import specs
 from gapbench.cli._output import out
-from gapbench.compare import fmt_num
+from gapbench.report.kit import fmt_num
 
 HELP = "known accelerators with dense peak TFLOPS per dtype, memory, power, price; published references"
 
@@ -23,9 +23,10 @@ def add_arguments(p) -> None:
 def _this_cpu() -> specs.Spec | None:
     from gapbench import devices
 
-    ident = devices.host_identity()
+    ident = devices.host_identity()  # the verb reads this machine; specs only computes from what it is given
     return specs.cpu_spec({"type": "cpu", "product": ident["cpu"], "isa": ident["isa"],
                            "cpu_max_mhz": ident["cpu_max_mhz"], "cores": ident["cpu_affinity"],
+                           "physical_cores": ident["physical_cores"], "cpufreq": ident["cpufreq"],
                            "memory_bytes": ident["memory_bytes"]})
 
 

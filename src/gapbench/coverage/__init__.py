@@ -3,7 +3,7 @@
     audit(device="cuda", dtypes=["bfloat16"], ops="linalg.*") -> ResultSet with .coverage filled
     trace_ops(...)  (gapbench.coverage.trace)                   -> OpTrace
 
-The OpInfo database is imported only inside worker processes (gapbench.coverage.worker): importing it
+The OpInfo database is imported only inside child processes (gapbench.coverage.child): importing it
 changes global torch flags.
 """
 

@@ -15,8 +15,12 @@ from pathlib import Path
 import torch
 
 from gapbench import devices
-from gapbench.coverage.pool import Worker, WorkerDied, run_simple
+from gapbench.coverage import children
+from gapbench.coverage.children import ChildFailed, run_simple
 from gapbench.coverage.summary import headline, summarize
+from gapbench.engine import failures
+from gapbench.engine.journal import Journal
+from gapbench.engine.journal import journal_path as _journal_path
 from gapbench.errors import GapbenchError
 from gapbench.results import ResultSet, now_iso, save
 
@@ -29,8 +33,7 @@ def unit_key(op: str, variant: str, dtype: str) -> str:
 
 
 def journal_path(output: str | Path) -> Path:
-    p = Path(output)
-    return p.with_name(p.name + ".journal.jsonl")
+    return Path(_journal_path(output))
 
 
 def parse_dtypes(spec) -> list[str]:
@@ -59,7 +62,7 @@ def list_ops(pattern: str | None = None, extra_ops: str | None = None) -> list[d
     check_pattern(pattern)
     try:
         events = list(run_simple({"mode": "list", "ops": pattern, "extra_ops": extra_ops}, STARTUP_S))
-    except WorkerDied as e:
+    except ChildFailed as e:
         hint = "; the OpInfo database needs the expecttest package: pip install expecttest" \
             if "expecttest" in str(e) else ""
         raise GapbenchError(f"could not list OpInfo operators ({e}){hint}") from None
@@ -82,24 +85,12 @@ def read_journal(path: str | Path) -> tuple[dict, dict[str, dict]]:
             rows = {unit_key(r["op"], r.get("variant") or "", r["dtype"]): r for r in cov.get("ops", [])}
             header = {"device": (cov.get("device") or {}).get("type"), "torch": cov.get("torch")}
             return header, rows
-    header: dict = {}
-    rows: dict[str, dict] = {}
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError:
-            if n == len(text.splitlines()):
-                continue  # a line cut short when the audit was killed
-            raise GapbenchError(f"--resume {path}: line {n} is not JSON (not a coverage journal?)") from None
-        if "journal" in obj:
-            header = obj
-        elif "unit" in obj and "row" in obj:
-            rows[obj["unit"]] = obj["row"]
-    if not header:
+    contents = Journal(p).read(is_header=lambda o: "journal" in o, what="coverage journal")
+    if contents.header is None:
         raise GapbenchError(f"--resume {path}: not a coverage journal (no header line)")
-    return header, rows
+    rows = {str(o["unit"]): o["row"] for o in contents.entries
+            if "unit" in o and isinstance(o.get("row"), dict)}
+    return contents.header, rows
 
 
 def audit(device: str | None = "cpu", dtypes=DEFAULT_DTYPES, ops: str | None = None, grad: bool = False,
@@ -113,18 +104,17 @@ def audit(device: str | None = "cpu", dtypes=DEFAULT_DTYPES, ops: str | None = N
     max_samples: at most this many samples per (op, dtype) (spread over OpInfo's list, the largest always
     included); None runs them all.
     extra_ops: a module or .py file defining extra OpInfo entries (extra_ops() or EXTRA_OPS), e.g. for tests.
-    threads: torch CPU threads in the worker; default 1 when auditing the CPU (per-core kernel times that
+    threads: torch CPU threads in the worker; default 1 when auditing the host CPU (per-core kernel times that
     other load on the machine cannot turn into OpenMP stalls), torch's default otherwise.
     progress(done, total, row) is called after each finished (op, dtype) unit.
     """
     dev = devices.resolve(device)
     dtype_names = parse_dtypes(dtypes)
-    if threads is None and dev.is_cpu:
+    if threads is None and not dev.is_accelerator:
         threads = 1
-    if op_timeout_s <= 0:
+    if not op_timeout_s > 0:
         raise GapbenchError("--op-timeout must be positive")
     started = now_iso()
-    t_start = time.monotonic()
     done: dict[str, dict] = {}
     header: dict = {}
     if resume:
@@ -133,100 +123,24 @@ def audit(device: str | None = "cpu", dtypes=DEFAULT_DTYPES, ops: str | None = N
     if not entries:
         raise GapbenchError(f"no OpInfo operator matches --ops {ops!r}")
     units = [(e["op"], e["variant"], d) for e in entries for d in dtype_names]
-
     jpath = journal_path(output) if output else None
     if resume:
-        if header.get("device") and header["device"] != dev.type:
-            raise GapbenchError(f"--resume {resume}: that audit ran on {header['device']}, not {dev.type}")
-        if header.get("torch") and header["torch"] != torch.__version__:
-            raise GapbenchError(f"--resume {resume}: that audit ran with torch {header['torch']}, "
-                                f"this is {torch.__version__}")
+        _check_resumable(resume, header, dev)
         if str(resume).endswith(".journal.jsonl"):
             jpath = Path(resume)
             if output is None:
                 output = Path(str(resume)[: -len(".journal.jsonl")])
-    done = {k: v for k, v in done.items() if k in {unit_key(*u) for u in units}}
-    journal = None
-    if jpath is not None:
-        jpath.parent.mkdir(parents=True, exist_ok=True)
-        fresh = not (resume and Path(jpath).exists() and Path(jpath).resolve() == Path(resume).resolve())
-        journal = open(jpath, "w" if fresh else "a", encoding="utf-8")
-        if fresh:
-            journal.write(json.dumps({"journal": "coverage", "device": dev.type, "torch": torch.__version__,
-                                      "dtypes": dtype_names, "grad": grad, "started_at": started}) + "\n")
-            for k, row in done.items():  # carry the resumed rows over into the new journal
-                journal.write(json.dumps({"unit": k, "row": row}) + "\n")
-            journal.flush()
-
-    def record(key: str, row: dict) -> None:
-        done[key] = row
-        if journal is not None:
-            journal.write(json.dumps({"unit": key, "row": row}, default=str) + "\n")
-            journal.flush()
-        if progress is not None:
-            progress(len(done), len(units), row)
-
-    pending = [u for u in units if unit_key(*u) not in done]
-    deadline = t_start + budget_s if budget_s else float("inf")
-    out_of_budget = False
-    failed_starts = 0
-    try:
-        while pending and not out_of_budget:
-            cfg = {"mode": "audit", "device": str(dev), "units": pending, "grad": grad, "ops": ops,
-                   "extra_ops": extra_ops, "max_samples": max_samples, "threads": threads}
-            w = Worker(cfg, dev.type)
-            current: tuple | None = None
-            t_unit = time.monotonic()
-            try:
-                while True:
-                    limit = min(deadline, (t_unit + op_timeout_s) if current else time.monotonic() + STARTUP_S)
-                    try:
-                        ev = w.next_event(limit)
-                    except WorkerDied as e:
-                        if current is None:
-                            if time.monotonic() >= deadline:
-                                out_of_budget = True
-                                break
-                            failed_starts += 1
-                            if failed_starts >= 2:
-                                raise GapbenchError(f"the coverage worker fails to start: {e}") from None
-                            break
-                        if e.how == "timeout" and time.monotonic() >= deadline and \
-                                time.monotonic() - t_unit < op_timeout_s:
-                            out_of_budget = True  # the budget ran out, not this op's time
-                            break
-                        reason = (f"timeout: no result within {op_timeout_s:g} s" if e.how == "timeout"
-                                  else f"crashed: the worker died ({e.detail})")
-                        record(unit_key(*current), _failed_row(current, entries, reason))
-                        pending = [u for u in pending if u != current]
-                        break
-                    if ev is None or ev.get("event") == "end":
-                        left = [u for u in pending if unit_key(*u) not in done]
-                        if left and len(left) == len(pending):
-                            raise GapbenchError(f"the coverage worker stopped without auditing anything "
-                                                f"({w.stderr_tail() or 'no message'})")
-                        pending = left
-                        break
-                    kind = ev.get("event")
-                    if kind == "start":
-                        current = next((u for u in pending if unit_key(*u) == ev["unit"]), None)
-                        t_unit = time.monotonic()
-                        failed_starts = 0
-                    elif kind == "row":
-                        row = dict(ev["row"])
-                        row.setdefault("family", _family(entries, row["op"], row.get("variant", "")))
-                        record(ev["unit"], row)
-                        current = None
-            finally:
-                w.close()
-            pending = [u for u in pending if unit_key(*u) not in done]
-            if time.monotonic() >= deadline and pending:
-                out_of_budget = True
-    finally:
-        if journal is not None:
-            journal.close()
-
-    rows = [done[unit_key(*u)] for u in units if unit_key(*u) in done]
+    keys = {unit_key(*u) for u in units}
+    run = _AuditRun(dev, entries, units, {k: v for k, v in done.items() if k in keys}, progress,
+                    Journal(jpath) if jpath is not None else None)
+    if run.journal is not None:  # fresh, or the resumed rows carried over into a new journal
+        run.journal.start({"journal": "coverage", "device": dev.kind, "torch": torch.__version__,
+                           "dtypes": dtype_names, "grad": grad, "started_at": started},
+                          [{"unit": k, "row": row} for k, row in run.done.items()])
+    cfg = {"mode": "audit", "device": str(dev), "grad": grad, "ops": ops, "extra_ops": extra_ops,
+           "max_samples": max_samples, "threads": threads}
+    run.until_done(cfg, op_timeout_s, time.monotonic() + budget_s if budget_s else float("inf"))
+    rows = [run.done[unit_key(*u)] for u in units if unit_key(*u) in run.done]
     rs = build_result_set(dev, dtype_names, grad, rows, started=started, label=label,
                           options={"ops": ops, "dtypes": dtype_names, "grad": grad, "budget_s": budget_s,
                                    "op_timeout_s": op_timeout_s, "max_samples": max_samples,
@@ -236,6 +150,85 @@ def audit(device: str | None = "cpu", dtypes=DEFAULT_DTYPES, ops: str | None = N
         save(rs, output)
         rs.path = str(output)
     return rs
+
+
+def _check_resumable(resume, header: dict, dev) -> None:
+    if header.get("device") and header["device"] != dev.kind:
+        raise GapbenchError(f"--resume {resume}: that audit ran on {header['device']}, not {dev.kind}")
+    if header.get("torch") and header["torch"] != torch.__version__:
+        raise GapbenchError(f"--resume {resume}: that audit ran with torch {header['torch']}, "
+                            f"this is {torch.__version__}")
+
+
+class _AuditRun:
+    """The units of one audit, the rows done, and the children that work through the rest."""
+
+    def __init__(self, dev, entries: list[dict], units: list[tuple], done: dict[str, dict], progress, journal):
+        self.dev, self.entries, self.units, self.done = dev, entries, units, done
+        self.progress, self.journal = progress, journal
+        self.pending = [u for u in units if unit_key(*u) not in done]
+        self.failed_starts = 0
+
+    def record(self, key: str, row: dict) -> None:
+        self.done[key] = row
+        if self.journal is not None:
+            self.journal.append({"unit": key, "row": row})
+        if self.progress is not None:
+            self.progress(len(self.done), len(self.units), row)
+
+    def until_done(self, cfg: dict, op_timeout_s: float, deadline: float) -> None:
+        """Children, one after another, until every unit has a row or the budget is spent."""
+        while self.pending and time.monotonic() < deadline:
+            if not self.one_child(cfg | {"units": self.pending}, op_timeout_s, deadline):
+                break
+            self.pending = [u for u in self.pending if unit_key(*u) not in self.done]
+
+    def one_child(self, cfg: dict, op_timeout_s: float, deadline: float) -> bool:
+        """Run one child until it ends; False when the audit must stop (budget spent)."""
+        child = children.start(cfg, self.dev.backend)
+        current: tuple | None = None
+        t_unit = time.monotonic()
+        try:
+            while True:
+                limit = min(deadline, (t_unit + op_timeout_s) if current else time.monotonic() + STARTUP_S)
+                try:
+                    ev = children.next_event(child, limit)
+                except children.ChildFailed as e:
+                    return self.child_failed(e, current, t_unit, op_timeout_s, deadline)
+                if ev is None or ev.get("event") == "end":
+                    left = [u for u in self.pending if unit_key(*u) not in self.done]
+                    if left and len(left) == len(self.pending):
+                        raise GapbenchError(f"the coverage worker stopped without auditing anything "
+                                            f"({failures.last_message(child.log_tail()) or 'no message'})")
+                    return True
+                if ev.get("event") == "start":
+                    current = next((u for u in self.pending if unit_key(*u) == ev.get("unit")), None)
+                    t_unit = time.monotonic()
+                    self.failed_starts = 0
+                elif ev.get("event") == "row" and isinstance(ev.get("row"), dict):
+                    row = dict(ev["row"])
+                    row.setdefault("family", _family(self.entries, row.get("op"), row.get("variant", "")))
+                    self.record(str(ev.get("unit")), row)
+                    current = None
+        finally:
+            child.close()
+
+    def child_failed(self, e, current, t_unit: float, op_timeout_s: float, deadline: float) -> bool:
+        now = time.monotonic()
+        if current is None:
+            if now >= deadline:
+                return False
+            self.failed_starts += 1
+            if self.failed_starts >= 2:
+                raise GapbenchError(f"the coverage worker fails to start: {e}") from None
+            return True
+        if e.how == "timeout" and now >= deadline and now - t_unit < op_timeout_s:
+            return False  # the budget ran out, not this op's time
+        reason = (f"timeout: no result within the op time limit of {op_timeout_s:g} s" if e.how == "timeout"
+                  else f"crashed: {e.detail}")
+        self.record(unit_key(*current), _failed_row(current, self.entries, reason))
+        self.pending = [u for u in self.pending if u != current]
+        return True
 
 
 def _family(entries: list[dict], op: str, variant: str) -> str:

@@ -54,17 +54,12 @@ def classify_exception(exc: BaseException) -> tuple[str, str]:
     return "error", one_line(msg)
 
 
-def fallback_env(device_type: str) -> dict[str, str]:
-    """Environment a worker sets so that the backend falls back to the CPU (and says so) rather than raising."""
-    return dict(rules()["fallback"].get(device_type, {}).get("env", {}))
-
-
-def fallback_ops(warning_texts: list[str], device_type: str) -> list[str]:
-    """The operators a backend said it ran on the CPU (or '<unnamed>' when the warning names none)."""
-    pats = rules()["fallback"].get(device_type, {}).get("patterns", [])
+def fallback_ops(warning_texts: list[str], patterns: tuple[str, ...] | list[str]) -> list[str]:
+    """The operators a backend said it ran on the CPU (or '<unnamed>' when the warning names none), by the
+    backend's own warning patterns (gapbench.devices: Backend.fallback_patterns)."""
     found: list[str] = []
     for text in warning_texts:
-        for pat in pats:
+        for pat in patterns:
             m = re.search(pat, text)
             if m:
                 found.append(m.group(1) if m.groups() else "<unnamed>")

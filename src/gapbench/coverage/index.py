@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from gapbench.coverage.pool import WorkerDied, run_simple
+from gapbench.coverage.children import ChildFailed, run_simple
 from gapbench.errors import GapbenchError
 from gapbench.results import write_json_atomic
 
@@ -36,7 +36,7 @@ def build_index(ops: str | None = None, extra_ops: str | None = None) -> dict:
     try:
         entries = [e for e in run_simple({"mode": "index", "ops": ops, "extra_ops": extra_ops}, INDEX_TIMEOUT_S)
                    if e.get("event") == "index"]
-    except WorkerDied as e:
+    except ChildFailed as e:
         raise GapbenchError(f"could not index the OpInfo database ({e})") from None
     for e in entries:
         e.pop("event", None)

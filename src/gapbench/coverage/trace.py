@@ -181,8 +181,7 @@ class Verdict:
 def against(trace: OpTrace, coverage_file: str, index: dict | None = None) -> Verdict:
     """Each traced operator's status in a coverage results file, matched through the OpInfo index."""
     from gapbench import results
-    from gapbench.coverage.classify import worst
-    from gapbench.coverage.index import load_index, match_entries
+    from gapbench.coverage.index import load_index
 
     rs = results.load(coverage_file)
     cov = rs.coverage
@@ -196,39 +195,7 @@ def against(trace: OpTrace, coverage_file: str, index: dict | None = None) -> Ve
     rows: dict[tuple[str, str], list[dict]] = {}
     for r in cov["ops"]:
         rows.setdefault((r["op"], r.get("variant") or ""), []).append(r)
-    statuses: dict = {}
-    for overload in trace.ops():
-        hits, phase = match_entries(overload, index)
-        audited = [e for e in hits if (e["op"], e.get("variant") or "") in rows]
-        if not hits:
-            statuses[overload] = {"entry": None, "status": "unknown", "phase": "",
-                                  "reason": "no OpInfo entry reaches this operator"}
-            continue
-        if not audited:
-            statuses[overload] = {"entry": _label(hits[0]), "status": "unknown", "phase": phase,
-                                  "reason": f"{_label(hits[0])} is not in this coverage file"}
-            continue
-        # the best-named entry the audit actually ran, else the best-named one at all
-        ran = [e for e in audited if any(r["status"] != "skipped" for r in rows[(e["op"], e.get("variant") or "")])]
-        e = (ran or audited)[0]
-        rs_rows = rows[(e["op"], e.get("variant") or "")]
-        want = trace.dtypes.get(overload, set())
-        chosen = [r for r in rs_rows if r["dtype"] in want] or rs_rows
-        if phase == "backward":
-            if not cov.get("grad"):
-                statuses[overload] = {"entry": _label(e), "status": "unknown", "phase": phase,
-                                      "reason": "a backward kernel; the audit ran without --grad"}
-                continue
-            parts = [(r.get("backward") or {}) for r in chosen]
-            st = worst(p.get("status", "skipped") for p in parts)
-            reason = next((p.get("reason", "") for p in parts if p.get("status") == st), "")
-        else:
-            st = worst(r["status"] for r in chosen)
-            reason = next((r.get("reason", "") for r in chosen if r["status"] == st), "")
-        if st == "skipped":  # audited but not run or not compared: the file does not know
-            st, reason = "unknown", f"{_label(e)} was skipped: {reason}"
-        statuses[overload] = {"entry": _label(e), "status": st, "phase": phase, "reason": reason,
-                              "dtypes": sorted(r["dtype"] for r in chosen)}
+    statuses = {o: operator_status(o, trace, rows, index, bool(cov.get("grad"))) for o in trace.ops()}
     where = rs.name
     bad = [o for o in trace.ops() if statuses[o]["status"] not in ("native", "skipped", "unknown")]
     unknown = [o for o in trace.ops() if statuses[o]["status"] == "unknown"]
@@ -237,6 +204,42 @@ def against(trace: OpTrace, coverage_file: str, index: dict | None = None) -> Ve
     if unknown:
         line += f"; {len(unknown)} not covered by the audit: {_listing(unknown, None)}"
     return Verdict(statuses=statuses, not_native=bad, unknown=unknown, warnings=warns, where=where, line=line)
+
+
+def operator_status(overload: str, trace: OpTrace, rows: dict, index: dict, grad: bool) -> dict:
+    """One traced operator's status in an audit's rows: {entry, status, phase, reason[, dtypes]}."""
+    from gapbench.coverage.index import match_entries
+
+    hits, phase = match_entries(overload, index)
+    audited = [e for e in hits if (e["op"], e.get("variant") or "") in rows]
+    if not hits:
+        return {"entry": None, "status": "unknown", "phase": "", "reason": "no OpInfo entry reaches this operator"}
+    if not audited:
+        return {"entry": _label(hits[0]), "status": "unknown", "phase": phase,
+                "reason": f"{_label(hits[0])} is not in this coverage file"}
+    # the best-named entry the audit actually ran, else the best-named one at all
+    ran = [e for e in audited if any(r["status"] != "skipped" for r in rows[(e["op"], e.get("variant") or "")])]
+    e = (ran or audited)[0]
+    rs_rows = rows[(e["op"], e.get("variant") or "")]
+    want = trace.dtypes.get(overload, set())
+    chosen = [r for r in rs_rows if r["dtype"] in want] or rs_rows
+    if phase == "backward" and not grad:
+        return {"entry": _label(e), "status": "unknown", "phase": phase,
+                "reason": "a backward kernel; the audit ran without --grad"}
+    st, reason = _worst_of(chosen, backward=phase == "backward")
+    if st == "skipped":  # audited but not run or not compared: the file does not know
+        st, reason = "unknown", f"{_label(e)} was skipped: {reason}"
+    return {"entry": _label(e), "status": st, "phase": phase, "reason": reason,
+            "dtypes": sorted(r["dtype"] for r in chosen)}
+
+
+def _worst_of(rows: list[dict], backward: bool) -> tuple[str, str]:
+    """The worst status over an op's audited dtypes (of its forward, or of its backward) and its reason."""
+    from gapbench.coverage.classify import worst
+
+    parts = [(r.get("backward") or {}) for r in rows] if backward else rows
+    st = worst(p.get("status", "skipped") for p in parts)
+    return st, next((p.get("reason", "") for p in parts if p.get("status") == st), "")
 
 
 def _listing(ops: list[str], statuses: dict | None, limit: int = 12) -> str:

@@ -1,4 +1,5 @@
-"""Renderers of a comparison: terminal (rich), Markdown, CSV, JSON and a self-contained HTML page.
+"""Renderers: terminal (rich), Markdown, CSV, JSON and a self-contained HTML page of a comparison, and the
+tables of a run, of the history, of a coverage audit. All of them word numbers through one kit (kit.py).
 
 Renderers take result objects and return text; they measure nothing and find no files.
 """
@@ -17,7 +18,7 @@ def render(result_sets, format: str = "html", baseline=None, labels=None, refs=N
            comparison=None, title: str = "gapbench report") -> str:
     """Render result sets (ResultSet objects or paths) or a ready Comparison in one of FORMATS."""
     from gapbench.compare import compare
-    from gapbench.report import html, text
+    from gapbench.report import csvfile, html, jsonfile, markdown, terminal
 
     if format not in FORMATS:
         raise GapbenchError(f"unknown format {format!r}; expected one of {', '.join(FORMATS)}")
@@ -26,12 +27,12 @@ def render(result_sets, format: str = "html", baseline=None, labels=None, refs=N
     if format == "html":
         return html.render_html(comp, title=title)
     if format == "md":
-        return text.render_markdown(comp)
+        return markdown.render_markdown(comp)
     if format == "csv":
-        return text.render_csv(comp)
+        return csvfile.render_csv(comp)
     if format == "json":
-        return text.render_json(comp)
-    return text.render_terminal(comp)
+        return jsonfile.render_json(comp)
+    return terminal.render_terminal(comp)
 
 
 class _CallableModule(types.ModuleType):

@@ -10,6 +10,7 @@ from html import escape
 from gapbench import __version__
 from gapbench.compare import Comparison
 from gapbench.report import svg, tables
+from gapbench.report.kit import coverage_table, frameworks_table, html_table, takeaway_lines
 from gapbench.results import now_iso
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
@@ -20,49 +21,16 @@ body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
 table{border-collapse:collapse;margin:6px 0 10px;font-size:13px}th,td{border:1px solid #ddd;padding:3px 7px;
  vertical-align:top}th{background:#f4f4f4;text-align:left}td.num{text-align:right;font-variant-numeric:tabular-nums;
- white-space:nowrap}.pos{color:#17692b;font-weight:600}.neg{color:#a4161a;font-weight:600}.noise{color:#777}
-.status{color:#8a5a00}.muted{color:#777}.warn{background:#fff6d6;border:1px solid #e6c200;padding:6px 10px;margin:4px 0}
-.env td{max-width:420px;word-break:break-all}.env tr.differs td:first-child{font-weight:600}
+ white-space:nowrap}.better{color:#17692b;font-weight:600}.worse{color:#a4161a;font-weight:600}.noise{color:#777}
+.unknown{color:#555}.status{color:#8a5a00}.muted{color:#777}.warn{background:#fff6d6;border:1px solid #e6c200;padding:6px 10px;margin:4px 0}
+.env td{max-width:420px;word-break:break-all}.env td.differs:first-child{font-weight:600}
 svg{background:#fff;max-width:100%;height:auto}svg .axis{font-size:11px;fill:#444}svg .lbl{font-size:11px;fill:#222}
 svg .val{font-size:11px;fill:#222}svg .grid{stroke:#eee;stroke-width:1}.plots{display:flex;flex-wrap:wrap;gap:18px}
 figure{margin:0}figcaption{font-size:12px;color:#555}
 """
 
 
-def _cls(text: str) -> str:
-    if text == "—":
-        return "num"
-    if text.startswith("≈"):
-        return "num noise"
-    if text.startswith("+"):
-        return "num pos"
-    if text.startswith("−"):
-        return "num neg"
-    return "num status"
-
-
-def _table(headers: list[str], rows: list[list[str]], classes=None, table_class: str = "") -> str:
-    out = [f'<table class="{table_class}"><thead><tr>' + "".join(f"<th>{escape(str(h))}</th>" for h in headers)
-           + "</tr></thead><tbody>"]
-    for row in rows:
-        cells = []
-        for j, c in enumerate(row):
-            cls = classes(j, str(c)) if classes else ""
-            cells.append(f'<td class="{cls}">{escape(str(c))}</td>' if cls else f"<td>{escape(str(c))}</td>")
-        out.append("<tr>" + "".join(cells) + "</tr>")
-    out.append("</tbody></table>")
-    return "".join(out)
-
-
 def render_html(comp: Comparison, title: str = "gapbench report") -> str:
-    headers, rows = tables.gap_table(comp)
-    gap_cols = {j for j, h in enumerate(headers) if h.startswith("gap ") or h == "published gap"}
-
-    def gap_class(j: int, text: str) -> str:
-        if j in gap_cols:
-            return _cls(text)
-        return "num" if j >= 3 else ""
-
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
@@ -71,26 +39,40 @@ def render_html(comp: Comparison, title: str = "gapbench report") -> str:
         f"<title>{escape(title)}</title><style>{STYLE}</style></head><body>",
         f"<h1>{escape(title)}</h1>",
         f'<p class="muted">gapbench {escape(__version__)} · generated {escape(now_iso())} · baseline '
-        f"<b>{escape(comp.base.name)}</b> · gap &gt; 0 means better than the baseline (in speed, whatever the "
-        "unit's direction); ≈ marks a gap whose 95% confidence intervals overlap.</p>",
+        f"<b>{escape(comp.base.name)}</b> · values: median [95% CI] · gap &gt; 0 means better than the baseline (in "
+        "speed, whatever the unit's direction); ≈ marks a gap whose 95% confidence intervals overlap.</p>",
     ]
     parts += [f'<div class="warn">warning: {escape(w)}</div>' for w in comp.warnings]
-
     parts.append("<h2>Inputs</h2>")
-    parts.append(_table(["platform", "file", "device", "spec matched", "suite", "run"],
-                        [[p.name, p.result_set.path or ("published reference" if p.reference else "—"),
-                          str(p.result_set.device.get("product") or p.result_set.device.get("type") or "?"),
-                          f"{p.spec.key} (confidence {p.spec.confidence}; {p.spec.source})" if p.spec else "none",
-                          p.result_set.suite or "—", p.result_set.run_id] for p in comp.platforms]))
-
+    parts.append(html_table(tables.Table(
+        ["platform", "file", "device", "spec matched", "suite", "run"],
+        [[p.name, p.result_set.path or ("published reference" if p.reference else "—"),
+          str(p.result_set.device.get("product") or p.result_set.device.get("type") or "?"),
+          f"{p.spec.key} (confidence {p.spec.confidence}; {p.spec.source})" if p.spec else "none",
+          p.result_set.suite or "—", p.result_set.run_id] for p in comp.platforms], text_columns=6)))
     parts.append("<h2>Gap table</h2>")
-    parts.append(_table(headers, rows, gap_class, "gaps"))
-    parts.append("<ul>" + "".join(f"<li>{escape(t)}</li>" for t in comp.takeaway) + "</ul>")
-
+    parts.append(html_table(tables.gap_table(comp), "gaps"))
+    parts.append("<ul>" + "".join(f"<li>{escape(t)}</li>" for t in takeaway_lines(comp)) + "</ul>")
     if len(comp.platforms) > 1:
         parts.append("<h2>Gaps</h2>")
         parts.append(svg.gap_bars(comp))
+    parts += _rooflines(comp)
+    parts += _efficiency(comp)
+    for title_, t in (("Operator coverage", coverage_table(comp)), ("Frameworks", frameworks_table(comp))):
+        if t is not None:
+            parts.append(f"<h2>{title_}</h2>")
+            parts.append(html_table(t))
+    parts.append("<h2>Failures</h2>")
+    fails = tables.failures(comp)
+    parts.append(html_table(fails) if fails is not None else '<p class="muted">No failures.</p>')
+    parts.append("<h2>Environment</h2>")
+    parts.append(html_table(tables.environment_table(comp), "env"))
+    parts.append('<p class="muted">Fields that differ between the inputs come first, in bold.</p>')
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
 
+
+def _rooflines(comp: Comparison) -> list[str]:
     plots = []
     for i, p in enumerate(comp.platforms):
         if p.reference:
@@ -100,38 +82,20 @@ def render_html(comp: Comparison, title: str = "gapbench report") -> str:
             cap = (f"{p.spec.name}: peaks: {p.spec.notes if p.spec.estimate else p.spec.source}"
                    if p.spec else "no spec matched this device")
             plots.append(f"<figure>{s}<figcaption><b>{escape(p.name)}</b> — {escape(cap)}</figcaption></figure>")
-    parts.append("<h2>Roofline</h2>")
-    parts.append(f'<div class="plots">{"".join(plots)}</div>' if plots
-                 else '<p class="muted">No measurement carries both FLOP and byte counts.</p>')
+    return ["<h2>Roofline</h2>", f'<div class="plots">{"".join(plots)}</div>' if plots
+            else '<p class="muted">No measurement carries both FLOP and byte counts.</p>']
 
+
+def _efficiency(comp: Comparison) -> list[str]:
+    out = []
+    note = tables.efficiency_note(comp)
+    if note:
+        out.append(f'<h2>Efficiency</h2><p class="muted">{escape(note)}</p>')
     eff = tables.efficiency_table(comp)
-    if tables.efficiency_note(comp):
-        parts.append(f'<h2>Efficiency</h2><p class="muted">{escape(tables.efficiency_note(comp))}</p>')
-    if eff:
-        parts.append("<h2>Efficiency</h2>")
-        parts.append(_table(*eff, classes=lambda j, t: "num" if j else ""))
-        parts.append(f'<p class="muted">{escape(tables.prices_line(comp))}. Per watt needs energy measured during '
-                     "the workload (NVML, amdsmi, RAPL); \"not measured\" where no counter was readable.</p>")
-
-    for title_, data in (("Operator coverage", comp.coverage), ("Frameworks", comp.frameworks)):
-        if data:
-            parts.append(f"<h2>{title_}</h2>")
-            parts.append(_table(data["columns"], data["rows"]))
-
-    parts.append("<h2>Failures</h2>")
-    fails = tables.failures(comp)
-    parts.append(_table(["platform", "row", "status", "reason"], [list(f) for f in fails]) if fails
-                 else '<p class="muted">No failures.</p>')
-
-    parts.append("<h2>Environment</h2>")
-    eh, er = tables.environment_table(comp)
-    env_rows = []
-    for row in er:
-        differs = len(set(row[1:])) > 1
-        env_rows.append(f'<tr class="{"differs" if differs else ""}">'
-                        + "".join(f"<td>{escape(str(c))}</td>" for c in row) + "</tr>")
-    parts.append('<table class="env"><thead><tr>' + "".join(f"<th>{escape(h)}</th>" for h in eh)
-                 + "</tr></thead><tbody>" + "".join(env_rows) + "</tbody></table>")
-    parts.append('<p class="muted">Fields that differ between the inputs come first, in bold.</p>')
-    parts.append("</body></html>")
-    return "\n".join(parts) + "\n"
+    if eff is not None:
+        out.append("<h2>Efficiency</h2>")
+        out.append(html_table(eff))
+        out.append(f'<p class="muted">{escape(tables.prices_line(comp))}. Per watt needs energy measured during '
+                   "the workload (an energy counter of the device's stack); \"not measured\" where none was "
+                   "readable.</p>")
+    return out

@@ -1,22 +1,28 @@
-"""The tables every renderer shows, as plain strings: gap table, efficiency, failures, environment."""
+"""The tables every renderer shows, built once from a Comparison with the kit: gap table, efficiency,
+failures, environment."""
 
 from __future__ import annotations
 
 import json
 
-from gapbench.compare import Comparison, fmt_num, fmt_pct, per_unit_text
+from gapbench.compare import Comparison, per_unit
+from gapbench.report.kit import (
+    STYLE_STATUS,
+    Table,
+    cell_text,
+    fmt_num,
+    fmt_pct,
+    gap_style,
+    gap_text,
+    one_line,
+    peak_text,
+    row_label,
+)
 
 
-def _peak_text(c) -> str:
-    if c.pct_peak is None:
-        return "—"
-    over = "!" if c.pct_peak > 100.0 else ""  # above the peak: the peak figure is too low (see the takeaway)
-    return f"{c.pct_peak:.1f}%{over} {'MFU' if c.peak_kind == 'MFU' else ''}".strip()
-
-
-def gap_table(comp: Comparison, merge_peak: bool = False) -> tuple[list[str], list[list[str]]]:
-    """Headers and rows: workload, unit, bound, one value column per platform (with % of peak beside it, or in
-    it with merge_peak), one gap per non-baseline platform, and a published-gap column where one applies."""
+def gap_table(comp: Comparison, merge_peak: bool = False) -> Table:
+    """Workload, unit, bound, one value column per platform (with % of peak beside it, or in it with
+    merge_peak), one gap per non-baseline platform, and a published-gap column where one applies."""
     show_peak = any(c.pct_peak is not None for r in comp.rows for c in r.cells) and not merge_peak
     has_published = any(r.published for r in comp.rows)
     headers = ["workload", "unit", "bound"]
@@ -24,31 +30,41 @@ def gap_table(comp: Comparison, merge_peak: bool = False) -> tuple[list[str], li
         headers.append(p.name + (" (baseline)" if i == comp.baseline and len(comp.platforms) > 1 else ""))
         if show_peak:
             headers.append("% peak")
-    for i, p in enumerate(comp.platforms):
-        if i != comp.baseline:
-            headers.append(f"gap {p.name}")
+    others = [i for i in range(len(comp.platforms)) if i != comp.baseline]
+    headers += [f"gap {comp.platforms[i].name}" for i in others]
     if has_published:
         headers.append("published gap")
-    rows = []
+    rows, styles = [], []
     for r in comp.rows:
-        row = [r.label, r.unit + ("" if r.higher_is_better else " (lower is better)"), r.bound]
-        for c in r.cells:
-            row.append(c.text + (f" ({_peak_text(c)})" if merge_peak and c.pct_peak is not None else ""))
-            if show_peak:
-                row.append(_peak_text(c))
-        for i in range(len(comp.platforms)):
-            if i != comp.baseline:
-                row.append(r.gaps[i].text if i in r.gaps else "—")
-        if has_published:
-            row.append("; ".join(f"{comp.platforms[i].name}: {fmt_pct(pg.gap_pct)}" for i, pg in r.published.items())
-                       or "—")
+        row, style = _gap_row(comp, r, others, merge_peak, show_peak, has_published)
         rows.append(row)
-    return headers, rows
+        styles.append(style)
+    return Table(headers, rows, text_columns=3, styles=styles)
 
 
-def efficiency_table(comp: Comparison) -> tuple[list[str], list[list[str]]] | None:
+def _gap_row(comp, r, others, merge_peak: bool, show_peak: bool, has_published: bool) -> tuple[list, list]:
+    row = [row_label(r), r.unit + ("" if r.higher_is_better else " (lower is better)"), r.bound]
+    style = ["", "", ""]
+    for c in r.cells:
+        row.append(cell_text(c) + (f" ({peak_text(c)})" if merge_peak and c.pct_peak is not None else ""))
+        style.append("" if c.status == "ok" else STYLE_STATUS)
+        if show_peak:
+            row.append(peak_text(c))
+            style.append("")
+    for i in others:
+        g = r.gaps.get(i)
+        row.append(gap_text(g) if g is not None else "—")
+        style.append(gap_style(g) if g is not None else "")
+    if has_published:
+        row.append("; ".join(f"{comp.platforms[i].name}: {fmt_pct(pg.gap_pct)}" for i, pg in r.published.items())
+                   or "—")
+        style.append("")
+    return row, style
+
+
+def efficiency_table(comp: Comparison) -> Table | None:
     """Throughput per watt and per dollar, per platform; None when no row is a rate."""
-    rate_rows = [r for r in comp.rows if r.higher_is_better and per_unit_text(r.unit)]
+    rate_rows = [r for r in comp.rows if r.higher_is_better and per_unit(r.unit)]
     if not rate_rows or efficiency_note(comp):
         return None
     shown = [i for i, p in enumerate(comp.platforms) if not p.reference]
@@ -57,17 +73,17 @@ def efficiency_table(comp: Comparison) -> tuple[list[str], list[list[str]]] | No
         headers += [f"{comp.platforms[i].name} per W", f"{comp.platforms[i].name} per $"]
     rows = []
     for r in rate_rows:
-        row = [r.label]
+        row = [row_label(r)]
         for i in shown:
             c, p = r.cells[i], comp.platforms[i]
             if c.status != "ok":
                 row += [c.status, c.status]
                 continue
             row.append(f"{fmt_num(c.per_watt)} {r.unit}/W" if c.per_watt is not None else "not measured")
-            row.append(f"{fmt_num(c.per_dollar)} {per_unit_text(r.unit)}/$" if c.per_dollar is not None
+            row.append(f"{fmt_num(c.per_dollar)} {per_unit(r.unit)}/$" if c.per_dollar is not None
                        else ("no price (--price)" if p.price_usd_per_hour is None else "n/a"))
         rows.append(row)
-    return headers, rows
+    return Table(headers, rows, title="efficiency")
 
 
 def efficiency_note(comp: Comparison) -> str | None:
@@ -76,8 +92,8 @@ def efficiency_note(comp: Comparison) -> str | None:
     any_price = any(p.price_usd_per_hour for p in comp.platforms if not p.reference)
     if any_power or any_price:
         return None
-    return ("Efficiency: throughput per watt not measured (no energy counter was readable on any input: NVML, "
-            "amdsmi or RAPL); throughput per dollar needs a price: --price NAME=USD_PER_HOUR.")
+    return ("Efficiency: throughput per watt not measured (no energy counter was readable on any input); "
+            "throughput per dollar needs a price: --price NAME=USD_PER_HOUR.")
 
 
 def prices_line(comp: Comparison) -> str:
@@ -92,15 +108,17 @@ def prices_line(comp: Comparison) -> str:
     return "Prices: " + "; ".join(parts)
 
 
-def failures(comp: Comparison) -> list[tuple[str, str, str, str]]:
-    """(platform, row, status, reason) for every non-ok measurement, including those only one side ran."""
-    out = []
+def failures(comp: Comparison) -> Table | None:
+    """Platform, row, status and reason of every non-ok measurement, including those only one side ran."""
+    rows, styles = [], []
     for p in comp.platforms:
         for m in p.result_set.measurements:
             if not m.ok:
                 label = m.workload + (" " + " ".join(f"{k}={v}" for k, v in m.variant.items()) if m.variant else "")
-                out.append((p.name, label, m.status, m.reason))
-    return out
+                rows.append([p.name, label, m.status, one_line(m.reason)])
+                styles.append(["", "", m.status, ""])
+    return Table(["platform", "row", "status", "reason"], rows, text_columns=4, title="failures",
+                 styles=styles) if rows else None
 
 
 def _flat(d, prefix: str = "") -> dict[str, str]:
@@ -122,11 +140,10 @@ def _scalar(v) -> str:
         return ", ".join(_scalar(x) for x in v) if all(not isinstance(x, (dict, list)) for x in v) else json.dumps(v)
     if isinstance(v, dict):
         return json.dumps(v) if v else "—"
-    s = str(v)
-    return s if len(s) <= 300 else s[:299] + "…"
+    return one_line(str(v))
 
 
-def environment_table(comp: Comparison) -> tuple[list[str], list[list[str]]]:
+def environment_table(comp: Comparison) -> Table:
     """Host and device identity side by side; keys where the platforms differ come first."""
     flats = []
     for p in comp.platforms:
@@ -146,4 +163,4 @@ def environment_table(comp: Comparison) -> tuple[list[str], list[list[str]]]:
     same = [k for k in keys if k not in differ]
     headers = ["field"] + [p.name for p in comp.platforms]
     rows = [[k] + [f.get(k, "—") for f in flats] for k in differ + same]
-    return headers, rows
+    return Table(headers, rows, text_columns=len(headers), styles=[["differs"] * len(headers)] * len(differ))

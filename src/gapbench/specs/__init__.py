@@ -241,22 +241,6 @@ def peak_bandwidth_tbs(device_identity: dict) -> float | None:
 
 # ---- the CPU -------------------------------------------------------------------------------------------
 
-def _local_physical_cores() -> int | None:
-    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else range(os.cpu_count() or 0)
-    cores = set()
-    for c in cpus:
-        base = f"/sys/devices/system/cpu/cpu{c}/topology"
-        try:
-            with open(f"{base}/core_id") as f:
-                core = f.read().strip()
-            with open(f"{base}/physical_package_id") as f:
-                pkg = f.read().strip()
-        except OSError:
-            return None
-        cores.add((pkg, core))
-    return len(cores) or None
-
-
 def cpu_flops_per_cycle(isa: list[str] | tuple[str, ...]) -> dict[str, int]:
     flags = set(isa)
     out: dict[str, int] = {}
@@ -272,30 +256,17 @@ def cpu_flops_per_cycle(isa: list[str] | tuple[str, ...]) -> dict[str, int]:
 def cpu_spec(identity: dict) -> Spec:
     """The CPU as a Spec: peaks computed from physical cores x max clock x FLOPs/cycle (an estimate).
 
-    The clock comes from the identity ('cpu_max_mhz', which compare merges in from the results file's host
-    section), else from this machine when the identity is this machine's CPU. Bandwidth is unknown unless
-    the identity carries 'memory_bandwidth_tbs' or a spec row of type "cpu" matches the product name.
+    Everything comes from the identity, as the run recorded it: 'isa', 'cpu_max_mhz' (compare merges it in
+    from the results file's host section when the device section lacks it), 'physical_cores' (else the
+    logical 'cores'), 'cpufreq' (whether the clock was the OS's maximum or only a nominal one). This module
+    never probes the machine it runs on. Bandwidth is unknown unless the identity carries
+    'memory_bandwidth_tbs' or a spec row of type "cpu" matches the product name.
     """
     product = str(identity.get("product") or "CPU")
-    isa = identity.get("isa")
+    isa = identity.get("isa") or []
     mhz = identity.get("cpu_max_mhz") or identity.get("max_mhz")
-    cores = identity.get("physical_cores")
-    local = _is_local_cpu(product)
-    if isa is None and local:
-        from gapbench.devices import cpu_isa_flags
-
-        isa = cpu_isa_flags()
-    if not mhz and local:
-        from gapbench.devices import cpu_max_mhz
-
-        mhz = cpu_max_mhz()
-    if not cores:
-        logical = identity.get("cores")
-        if local and (logical is None or logical == os.cpu_count()):
-            cores = _local_physical_cores() or logical
-        else:
-            cores = logical
-    per_cycle = cpu_flops_per_cycle(isa or [])
+    cores = identity.get("physical_cores") or identity.get("cores")
+    per_cycle = cpu_flops_per_cycle(isa)
     tflops = {}
     if mhz and cores:
         tflops = {d: round(float(cores) * float(mhz) * 1e6 * n / 1e12, 6) for d, n in per_cycle.items()}
@@ -304,9 +275,10 @@ def cpu_spec(identity: dict) -> Spec:
     if row:
         tflops = {**tflops, **row.tflops}
     mem = identity.get("memory_bytes")
-    note = (f"estimate: {cores} cores x {float(mhz):.0f} MHz x FLOPs/cycle for ISA {', '.join(isa or []) or 'unknown'}"
-            + ("" if not local or _local_has_cpufreq() else
-               "; no cpufreq here (a VM?): the clock is the nominal one /proc/cpuinfo shows and boost can exceed it")
+    nominal = identity.get("cpufreq") is False
+    note = (f"estimate: {cores} cores x {float(mhz):.0f} MHz x FLOPs/cycle for ISA {', '.join(isa) or 'unknown'}"
+            + ("; no cpufreq where it ran (a VM?): the clock is the nominal one /proc/cpuinfo showed and boost "
+               "can exceed it" if nominal else "")
             if mhz and cores else "clock or core count unknown: no computed peak")
     return Spec(
         key=row.key if row else "cpu", name=product, vendor=str(identity.get("vendor") or ""), type="cpu",
@@ -316,21 +288,6 @@ def cpu_spec(identity: dict) -> Spec:
         confidence="low", source=row.source if row else "computed by gapbench.specs.cpu_spec",
         date=row.date if row else "", arch=identity.get("arch"), estimate=True, notes=note,
     )
-
-
-def _local_has_cpufreq() -> bool:
-    return os.path.exists("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
-
-
-def _is_local_cpu(product: str) -> bool:
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith(("model name", "Model")):
-                    return line.partition(":")[2].strip() == product
-    except OSError:
-        pass
-    return False
 
 
 # ---- published reference results ----------------------------------------------------------------------

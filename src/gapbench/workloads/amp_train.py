@@ -22,7 +22,6 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from gapbench.devices import has_native_bf16, supports_dtype
 from gapbench.measure import TooSlow, time_fn, time_once
 from gapbench.results import Measurement
 from gapbench.workloads.base import Context, Variant, Workload
@@ -31,6 +30,7 @@ CURVE_TOL = 0.05  # pointwise gap, as a fraction of the initial fp32 loss
 FINAL_TOL = 0.10  # gap of the final-window means, as a fraction of the fp32 final-window mean
 FINAL_WINDOW = 10
 LEARN_RATIO = 0.7
+TIMED_SHARE = 0.35  # of the budget: the steady-state timing (the loss curves take up to 60% before it)
 
 PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -175,7 +175,7 @@ class AmpTrain(Workload):
                                metrics={"estimated_time_per_iter_s": step_s, "estimated_value": p["batch"] / step_s})
 
         losses, facts = loss_curve(model0, precision, batches, dev.type, p["lr"])
-        metrics: dict = {"loss_curve": [float(f"{v:.6g}") for v in losses], "native_bf16": has_native_bf16(dev),
+        metrics: dict = {"loss_curve": [float(f"{v:.6g}") for v in losses], "native_bf16": dev.has_native_bf16(),
                          "first_step_s": cold_s, **facts,
                          "tolerance": {"curve": CURVE_TOL, "final": FINAL_TOL, "window": FINAL_WINDOW}}
         if precision == "fp32":
@@ -206,7 +206,7 @@ class AmpTrain(Workload):
             trainer.step(x, y)
 
         try:
-            timing = time_fn(step, dev, budget_s=ctx.budget_s * 0.35, min_time_s=ctx.min_time_s, repeats=ctx.repeats)
+            timing = time_fn(step, dev, ctx.budget().fraction(TIMED_SHARE), agreement=ctx.agreement)
         except TooSlow as e:
             return self.too_slow(variant, ctx, e.estimate_s, p["batch"])
         sps = p["batch"] / timing.median_s
@@ -225,8 +225,8 @@ def unsupported_reason(precision: str, dev) -> str:
     if precision == "fp32":
         return ""
     dtype = PRECISIONS[precision]
-    ok, why = supports_dtype(dev, dtype)
-    if not ok:
+    why = dev.dtype_unsupported(precision)
+    if why:
         return why
     avail = getattr(torch.amp, "is_autocast_available", None)
     if avail is not None and not avail(dev.type):

@@ -6,9 +6,11 @@ A workload never prints or writes files; it returns Measurement objects. The wor
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
+from gapbench.measure import DEFAULT_BUDGET, LOCAL, Agreement, Budget
 from gapbench.results import Measurement
 from gapbench.stats import Stats
 
@@ -30,15 +32,27 @@ class Variant:
 
 @dataclass
 class Context:
-    """What a workload may know about the run: the device, its budget, the user's options."""
+    """What a workload may know about the run: the device, its budget, the user's options, its ranks.
+
+    Under torch.distributed, `dist` says who this rank is, `agreement` makes every clock-dependent decision
+    the slowest rank's (pass it to time_fn), and `wrap_model` wraps a model for data-parallel training
+    (DDP or FSDP, from the `parallel` option); in one process they are None, a no-op, and None.
+    """
 
     device: Device
     preset: str
-    budget_s: float = 60.0  # wall time this variant may take, probe and warm-up included
-    min_time_s: float = 0.1  # each repeat runs the body at least this long
-    repeats: int = 7
+    budget_s: float = DEFAULT_BUDGET.seconds  # wall time this variant may take, probe and warm-up included
+    min_time_s: float = DEFAULT_BUDGET.min_time_s  # each repeat runs the body at least this long
+    repeats: int = DEFAULT_BUDGET.repeats
     options: dict = field(default_factory=dict)  # dtype, compile, attention, batch_size, parallel, nproc, …
-    dist: object | None = None  # gapbench.dist.DistInfo when running under torch.distributed
+    dist: object | None = None  # gapbench.distributed.DistInfo when running under torch.distributed
+    agreement: Agreement = LOCAL
+    wrap_model: Callable | None = None
+
+    def budget(self, seconds: float | None = None, **changes) -> Budget:
+        """The timing budget of this variant (or of `seconds` of it), shaped by the run's options."""
+        return Budget(seconds=self.budget_s if seconds is None else seconds, min_time_s=self.min_time_s,
+                      repeats=self.repeats, **changes)
 
 
 class Workload:
@@ -83,9 +97,13 @@ class Workload:
         samples = [work_per_iter / t * scale for t in timing.samples]
         stats = Stats.from_samples(samples)
         metrics = dict(extra.pop("metrics", {}) or {})
-        metrics.setdefault("time_per_iter_s", sorted(timing.samples)[len(timing.samples) // 2])
+        metrics.setdefault("time_per_iter_s", timing.median_s)
         metrics.setdefault("iterations_per_repeat", timing.iterations)
         metrics.setdefault("timer", timing.timer)
+        if timing.energy_source:
+            metrics.setdefault("energy_source", timing.energy_source)
+        if timing.cache_flush_bytes:
+            metrics.setdefault("cache_flush_bytes", timing.cache_flush_bytes)
         return self.result(variant, ctx, value=stats.median, stats=stats, metrics=metrics,
                            energy_j=timing.energy_j_per_iter, power_w=timing.power_w, **extra)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from gapbench.results import Measurement
-from gapbench.workloads import _training as tr
+from gapbench.workloads import training as tr
 from gapbench.workloads.base import Context, Variant, Workload
 
 BERT_LARGE = dict(vocab_size=30522, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,

@@ -17,7 +17,7 @@ from dataclasses import replace
 
 import torch
 
-from gapbench.measure import Timing, TooSlow
+from gapbench.measure import Timing, TooSlow, time_fn
 from gapbench.results import Measurement
 from gapbench.stats import Stats
 from gapbench.workloads.base import Context, Variant, Workload
@@ -107,23 +107,18 @@ class Collective(Workload):
 
     # ---- one size ---------------------------------------------------------------------------
     def _measure(self, variant: Variant, ctx: Context) -> Measurement:
-        from gapbench.dist.control import control
-        from gapbench.dist.timing import time_agreed
-
         p = variant.params
         op, n, size = p["op"], p["ranks"], p["bytes"]
-        ctl = control()
         call = _Call(op, p["mode"], size, _DTYPES[p["dtype"]], ctx.dist.rank, n, ctx.device.torch_device)
         call.fill_zero()
         try:
-            timing = time_agreed(call, ctx.device, budget_s=ctx.budget_s, min_time_s=ctx.min_time_s,
-                                 repeats=ctx.repeats, ctl=ctl)
+            timing = time_fn(call, ctx.device, ctx.budget(), agreement=ctx.agreement, measure_energy=False)
         except TooSlow as e:
             return self.too_slow(variant, ctx, e.estimate_s, size * bus_factor(op, n), 1e-9)
         call.fill_check()
         call()
         ctx.device.synchronize()
-        wrong = [f"rank {r}: {e}" for r, e in enumerate(ctl.all_gather(call.verify())) if e]
+        wrong = [f"rank {r}: {e}" for r, e in enumerate(ctx.agreement.all_gather(call.verify())) if e]
         if wrong:
             return self.failed(variant, ctx, "wrong_result", "; ".join(wrong))
         t = timing.median_s
@@ -187,9 +182,9 @@ def _round_size(size: int, n: int, elt: int) -> int:
 
 def max_size(ctx: Context) -> int:
     """Largest message the device can hold: two buffers of the size (all_to_all), in a quarter of free
-    memory; on the CPU the ranks of this host share that memory."""
+    memory; where device memory is host memory, the ranks of this host share it."""
     free = ctx.device.free_memory()
-    share = ctx.dist.local_world_size if ctx.device.is_cpu and ctx.dist else 1
+    share = ctx.dist.local_world_size if ctx.device.backend.host_memory_is_device_memory and ctx.dist else 1
     return int(free / 4 / 2 / share)
 
 

@@ -19,7 +19,7 @@ from functools import lru_cache
 import torch
 
 from gapbench.results import Measurement
-from gapbench.workloads import _training as tr
+from gapbench.workloads import training as tr
 from gapbench.workloads.base import Context, Variant, Workload
 
 SDXL_UNET = {
@@ -249,9 +249,9 @@ class DiffusionInfer(Workload):
 
         if prm["batch_size"] != "auto":  # even at the dense peak, would five calls fit the budget?
             floor = tr.time_at_peak_s(pipeline_flops(ctx.preset, prm["batch_size"], steps), device,
-                                      precision.peak_dtype)
+                                      precision.peak_dtype(device))
             if floor is not None and floor * 5 > ctx.budget_s:
-                return tr.too_slow_at_peak(self, variant, ctx, floor, precision.peak_dtype)
+                return tr.too_slow_at_peak(self, variant, ctx, floor, precision.peak_dtype(device))
         clock = tr.Clock(ctx.budget_s)
         memory = tr.PeakMemory(device)
         memory.reset()
@@ -275,7 +275,7 @@ class DiffusionInfer(Workload):
                         pipe.decode(pipe.denoise(pipe.encode(), 1))
                     device.synchronize()
 
-                search = tr.largest_batch(try_batch, 4 if device.is_cpu else 64, device=device)
+                search = tr.largest_batch(try_batch, 64 if device.is_accelerator else 4, device=device)
                 tr.release_memory(device)
                 memory.reset()  # the failed tries' allocations are not this batch's peak
                 # a batch that fitted can stop fitting once memory is fragmented: keep backing off
@@ -306,8 +306,7 @@ class DiffusionInfer(Workload):
                 last["image"] = pipe(steps)
 
             try:
-                timing = time_fn(generate, device, budget_s=clock.left(), min_time_s=ctx.min_time_s,
-                                 repeats=ctx.repeats)
+                timing = time_fn(generate, device, ctx.budget(clock.left()), agreement=ctx.agreement)
             except TooSlow as e:
                 return self.too_slow(variant, ctx, e.estimate_s, batch)
         except RuntimeError as e:
@@ -330,9 +329,9 @@ class DiffusionInfer(Workload):
             metrics["stages_s"] = cold
             metrics["stages_source"] = "cold probe (budget left no instrumented call)"
         achieved = flops / timing.median_s
-        peak = tr.peak_tflops(device, precision.peak_dtype)
+        peak = tr.peak_tflops(device, precision.peak_dtype(device))
         metrics.update(steady_call_s=timing.median_s, achieved_tflops=achieved * 1e-12, peak_tflops=peak,
-                       peak_dtype=precision.peak_dtype, mfu=tr.mfu(achieved, peak), peak_memory_source=memory.source,
+                       peak_dtype=precision.peak_dtype(device), mfu=tr.mfu(achieved, peak), peak_memory_source=memory.source,
                        image_std=float(image.float().std()))
         return self.throughput(variant, ctx, timing, batch, metrics=metrics, peak_memory_bytes=memory.peak())
 

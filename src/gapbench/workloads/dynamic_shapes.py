@@ -30,6 +30,7 @@ PRESETS = {
                      seed=0),
 }
 
+STEADY_MIN_SHARE = 0.3  # of the budget: what the steady-state timing keeps however long compiling took
 TOLERANCE = 1e-4  # max |out - eager| relative to max |eager| (fp32; compiled kernels reorder sums)
 
 
@@ -154,9 +155,8 @@ class DynamicShapes(Workload):
         frames_before = _frames_ok()
         try:
             # compiling may eat the budget; steady state still gets a share (the runner's timeout has slack)
-            left = max(ctx.budget_s - metrics.get("first_pass_s", 0.0), ctx.budget_s * 0.3)
-            timing = time_fn(one_pass, ctx.device, budget_s=left,
-                             min_time_s=ctx.min_time_s, repeats=ctx.repeats)
+            left = max(ctx.budget_s - metrics.get("first_pass_s", 0.0), ctx.budget_s * STEADY_MIN_SHARE)
+            timing = time_fn(one_pass, ctx.device, ctx.budget(left), agreement=ctx.agreement)
         except TooSlow as e:
             return self.too_slow(variant, ctx, e.estimate_s, tokens)
         if mode == "compile":

@@ -22,6 +22,8 @@ _SQUARE = (1024, 2048, 4096, 8192)
 # shapes from transformer training: (tokens, out, in) of QKV/MLP projections at hidden 4096/8192
 _LLM = ((16384, 4096, 4096), (16384, 11008, 4096), (16384, 4096, 11008), (8192, 8192, 8192),
         (16384, 28672, 8192), (16384, 8192, 28672))
+SWEEP_PROBE_SHARE = 0.6  # of a sweep variant's budget: the brief timing of every shape
+SWEEP_FINAL_SHARE = 0.35  # the full timing of the best shape (the rest is set-up)
 _SWEEP_CPU = tuple((s, s, s) for s in (256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096)) + (
     (2048, 2048, 512), (4096, 1024, 1024), (1024, 4096, 1024))
 _SWEEP_ACCEL = tuple((s, s, s) for s in (2048, 3072, 4096, 5120, 6144, 8192, 10240, 12288, 16384)) + (
@@ -44,7 +46,7 @@ class Gemm(Workload):
     default_preset = "quick"
 
     def variants(self, preset: str, ctx: Context) -> list[Variant]:
-        accel = not ctx.device.is_cpu
+        accel = ctx.device.is_accelerator
         dtypes = _dtypes(ctx)
         if preset == "tiny":
             shapes, sweep = [(256, 256, 256)], []
@@ -75,11 +77,11 @@ class Gemm(Workload):
         if variant.params.get("sweep"):
             return self._sweep(variant, ctx)
         m, n, k = variant.params["m"], variant.params["n"], variant.params["k"]
-        with _precision(dtype):
-            op = _make_op(dtype, m, n, k, ctx.device.torch_device)
+        with ctx.device.backend.tf32(dtype == "tf32"):
+            op = _make_op(dtype, m, n, k, ctx.device)
             try:  # timing first: its probe iteration guards the budget before anything slow runs
-                timing = time_fn(op, ctx.device, budget_s=ctx.budget_s, min_time_s=ctx.min_time_s,
-                                 repeats=ctx.repeats, flush_cache=bool(ctx.options.get("flush_cache")))
+                timing = time_fn(op, ctx.device, ctx.budget(), agreement=ctx.agreement,
+                                 flush_cache=bool(ctx.options.get("flush_cache")))
             except TooSlow as e:
                 return self.too_slow(variant, ctx, e.estimate_s, variant.flops, 1e-12)
             err = op.check()
@@ -90,17 +92,18 @@ class Gemm(Workload):
     def _sweep(self, variant: Variant, ctx: Context) -> Measurement:
         """Time each sweep shape briefly, then the best one fully; report the best shape's rate."""
         dtype = variant.params["dtype"]
-        shapes = _SWEEP_CPU if ctx.device.is_cpu else _SWEEP_ACCEL
-        share = ctx.budget_s * 0.6 / len(shapes)
+        shapes = _SWEEP_ACCEL if ctx.device.is_accelerator else _SWEEP_CPU
+        share = SWEEP_PROBE_SHARE / len(shapes)
         tried = []
-        with _precision(dtype):
+        with ctx.device.backend.tf32(dtype == "tf32"):
             for (m, n, k) in shapes:
                 if not _fits(dtype, m, n, k, ctx):
                     continue
-                op = _make_op(dtype, m, n, k, ctx.device.torch_device)
+                op = _make_op(dtype, m, n, k, ctx.device)
                 try:
-                    t = time_fn(op, ctx.device, budget_s=share, min_time_s=min(ctx.min_time_s, share / 8),
-                                repeats=3, measure_energy=False)
+                    t = time_fn(op, ctx.device, ctx.budget().fraction(share, min_time_s=min(
+                        ctx.min_time_s, ctx.budget_s * share / 8), repeats=3), agreement=ctx.agreement,
+                        measure_energy=False)
                 except TooSlow:
                     del op
                     break  # bigger shapes will not fit either
@@ -108,13 +111,12 @@ class Gemm(Workload):
                 del op
             if not tried:
                 return self.failed(variant, ctx, "too_slow", f"even the smallest sweep shape does not fit a "
-                                   f"{share:.2g} s share of the {ctx.budget_s:.0f} s budget")
+                                   f"{ctx.budget_s * share:.2g} s share of the {ctx.budget_s:.0f} s budget")
             best = max(tried, key=lambda r: r["tflops"])
             m, n, k = best["m"], best["n"], best["k"]
-            op = _make_op(dtype, m, n, k, ctx.device.torch_device)
+            op = _make_op(dtype, m, n, k, ctx.device)
             try:
-                timing = time_fn(op, ctx.device, budget_s=ctx.budget_s * 0.35, min_time_s=ctx.min_time_s,
-                                 repeats=ctx.repeats)
+                timing = time_fn(op, ctx.device, ctx.budget().fraction(SWEEP_FINAL_SHARE), agreement=ctx.agreement)
             except TooSlow as e:
                 return self.too_slow(variant, ctx, e.estimate_s, 2 * m * n * k, 1e-12)
             err = op.check()
@@ -150,53 +152,20 @@ def _fits(dtype: str, m: int, n: int, k: int, ctx: Context) -> bool:
     return need < ctx.device.free_memory() * 0.8
 
 
-class _precision:
-    """Context manager: TF32 on for the tf32 variant only, restored afterwards."""
-
-    def __init__(self, dtype: str):
-        self.on = dtype == "tf32"
-
-    def __enter__(self):
-        self.prev = torch.get_float32_matmul_precision()
-        self.prev_cuda = torch.backends.cuda.matmul.allow_tf32
-        torch.set_float32_matmul_precision("high" if self.on else "highest")
-        torch.backends.cuda.matmul.allow_tf32 = self.on
-        return self
-
-    def __exit__(self, *exc):
-        torch.set_float32_matmul_precision(self.prev)
-        torch.backends.cuda.matmul.allow_tf32 = self.prev_cuda
-        return False
-
-
-def fp8_dtype(ctx_or_device) -> torch.dtype:
-    """e4m3fn, or the e4m3fnuz variant on MI300-class gfx942 (its fp8 units use the fnuz encoding)."""
-    dev = getattr(ctx_or_device, "device", ctx_or_device)
-    if dev.is_rocm:
-        arch = torch.cuda.get_device_properties(dev.index).gcnArchName or ""
-        if arch.startswith("gfx942"):
-            return torch.float8_e4m3fnuz
-    return torch.float8_e4m3fn
-
-
 def unsupported_reason(dtype: str, ctx: Context) -> str:
     """Why this device cannot run the dtype at all ('' when it can: a tiny matmul ran)."""
     dev = ctx.device
-    if dtype == "tf32" and (dev.is_cpu or dev.type == "mps"):
-        return "TF32 is a tensor-core input format; this device has no TF32 path (fp32 runs instead)"
-    if dtype == "tf32" and dev.type == "cuda" and not dev.is_rocm and torch.cuda.get_device_capability(dev.index)[0] < 8:
-        return "TF32 needs sm_80 or newer"
-    if dtype == "fp8" and not hasattr(torch, "_scaled_mm"):
-        return f"torch {torch.__version__} has no torch._scaled_mm"
-    if dtype == "int8" and not hasattr(torch, "_int_mm"):
-        return f"torch {torch.__version__} has no torch._int_mm"
+    why = dev.matmul_unsupported(dtype)
+    if why:
+        return why
     try:
-        op = _make_op(dtype, 32, 32, 32, dev.torch_device)
-        op()
+        with dev.backend.tf32(dtype == "tf32"):
+            op = _make_op(dtype, 32, 32, 32, dev)
+            op()
         dev.synchronize()
     except (RuntimeError, NotImplementedError, TypeError) as e:
         msg = " ".join(str(e).split())[:200]
-        return f"{dtype} matmul is not available on {dev.type}: {msg}"
+        return f"{dtype} matmul is not available on {dev.kind}: {msg}"
     return ""
 
 
@@ -228,7 +197,8 @@ class _Op:
         return None
 
 
-def _make_op(dtype: str, m: int, n: int, k: int, device: torch.device) -> _Op:
+def _make_op(dtype: str, m: int, n: int, k: int, dev) -> _Op:
+    device = dev.torch_device
     g = torch.Generator(device="cpu").manual_seed(1234)
     tol = TOLERANCE[dtype]
     if dtype in ("fp32", "tf32", "bf16", "fp16"):
@@ -252,8 +222,7 @@ def _make_op(dtype: str, m: int, n: int, k: int, device: torch.device) -> _Op:
         return _Op(fn, a, b, lambda rows: a[rows.to(device)].to("cpu", torch.float64),
                    lambda: b.to("cpu", torch.float64), tol, lambda o: o)
     if dtype == "fp8":
-        dev = _device_of(device)
-        f8 = fp8_dtype(dev)
+        f8 = dev.fp8_e4m3()
         # N(0,1) inputs scaled by 1/4 stay well inside e4m3's range (max 448; 240 for fnuz)
         a = (torch.randn(m, k, generator=g) * 0.25).to(f8).to(device)
         bt = (torch.randn(n, k, generator=g) * 0.25).to(f8).to(device)
@@ -267,9 +236,3 @@ def _make_op(dtype: str, m: int, n: int, k: int, device: torch.device) -> _Op:
         return _Op(fn, a, b, lambda rows: a[rows.to(device)].to("cpu", torch.float64) * 4.0,
                    lambda: b.to("cpu", torch.float64) * 4.0, tol, lambda o: o)
     raise ValueError(f"unknown dtype {dtype!r}")
-
-
-def _device_of(device: torch.device):
-    from gapbench.devices import Device
-
-    return Device(device.type, device.index or 0)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import torch
 
 from gapbench.results import Measurement
-from gapbench.workloads import _training as tr
+from gapbench.workloads import training as tr
 from gapbench.workloads.base import Context, Variant, Workload
 
 LLAMA2_7B = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,

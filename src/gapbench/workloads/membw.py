@@ -48,7 +48,7 @@ class MemBandwidth(Workload):
         size = _DTYPES[dtype].itemsize
         out = [Variant({"kernel": k, "dtype": dtype, "elements": n}, flops=_flops(k, n), bytes=float(a * n * size))
                for k, a in KERNELS.items()]
-        if not ctx.device.is_cpu:
+        if ctx.device.is_accelerator:
             nbytes = n * size
             for direction in ("h2d", "d2h"):
                 for memory in ("pinned", "pageable"):
@@ -95,8 +95,7 @@ class MemBandwidth(Workload):
         # set the arrays to the state the kernel expects so that the check below is exact
         _prepare(kernel, a, b, c)
         try:
-            timing = time_fn(counted, ctx.device, budget_s=ctx.budget_s, min_time_s=ctx.min_time_s,
-                             repeats=ctx.repeats)
+            timing = time_fn(counted, ctx.device, ctx.budget(), agreement=ctx.agreement)
         except TooSlow as e:
             return self.too_slow(variant, ctx, e.estimate_s, variant.bytes, 1e-9)
         err = _check(kernel, a, b, c, dot_out, n)
@@ -111,7 +110,7 @@ class MemBandwidth(Workload):
         dev = ctx.device.torch_device
         pinned = p["memory"] == "pinned"
         try:
-            host = torch.empty(n, dtype=dtype, pin_memory=pinned)
+            host = ctx.device.backend.host_buffer(n, dtype, pinned)
         except RuntimeError as e:
             return self.failed(variant, ctx, "unsupported", f"pinned host memory not available: {e}")
         host.copy_(torch.arange(n, dtype=torch.float32).remainder_(251).to(dtype))
@@ -126,7 +125,7 @@ class MemBandwidth(Workload):
             def fn():
                 host.copy_(devbuf, non_blocking=pinned)
         try:
-            timing = time_fn(fn, ctx.device, budget_s=ctx.budget_s, min_time_s=ctx.min_time_s, repeats=ctx.repeats)
+            timing = time_fn(fn, ctx.device, ctx.budget(), agreement=ctx.agreement)
         except TooSlow as e:
             return self.too_slow(variant, ctx, e.estimate_s, variant.bytes, 1e-9)
         ctx.device.synchronize()
@@ -137,7 +136,7 @@ class MemBandwidth(Workload):
 
 def array_elements(preset: str, ctx: Context, itemsize: int) -> int:
     """max(4×LLC, preset minimum), shrunk so that three arrays use at most a quarter of free memory."""
-    table = _MIN_ELEMENTS if ctx.device.is_cpu else _MIN_ELEMENTS_ACCEL
+    table = _MIN_ELEMENTS_ACCEL if ctx.device.is_accelerator else _MIN_ELEMENTS
     n = table[preset]
     if preset != "tiny":
         n = max(n, 4 * ctx.device.llc_bytes // itemsize)

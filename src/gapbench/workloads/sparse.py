@@ -25,6 +25,9 @@ FORMATS = ("csr", "coo", "bsr")
 
 # relative tolerance of |out - ref| against sum_k |a_ik·b_kj| (what rounding errors scale with)
 TOLERANCE = {torch.float32: 1e-5, torch.float16: 2e-3, torch.bfloat16: 1.6e-2}
+# shares of a variant's budget: timing the sparse op (more when the dense GEMM is already timed), timing the
+# dense GEMM of the same shape, and the paired dense/sparse runs of the speed-up
+SPARSE_SHARE, SPARSE_SHARE_DENSE_KNOWN, DENSE_SHARE, PAIRS_SHARE = 0.5, 0.7, 0.3, 0.3
 
 PRESETS = {
     # m, k, n: A is m×k sparse, B is k×n dense
@@ -107,7 +110,7 @@ class Sparse(Workload):
             raise
         except (RuntimeError, NotImplementedError) as e:
             return self.failed(variant, ctx, "unsupported", f"{p['format'].upper()} × dense matmul is not "
-                               f"offered on {ctx.device.type}: {e}")
+                               f"offered on {ctx.device.kind}: {e}")
         return self._timed(variant, ctx, op, a_dense, b, dtype, nnz,
                            dense_key=(m, k, n, dtype, str(ctx.device)),
                            dense_op=_dense_op(a_dense, b, dev, dtype),
@@ -116,7 +119,7 @@ class Sparse(Workload):
     # ---- variants ----------------------------------------------------------------------------
     def _dense(self, variant, ctx, a_dense, b, op, dtype) -> Measurement:
         try:
-            timing = time_fn(op, ctx.device, budget_s=ctx.budget_s, min_time_s=ctx.min_time_s, repeats=ctx.repeats)
+            timing = time_fn(op, ctx.device, ctx.budget(), agreement=ctx.agreement)
         except TooSlow as e:
             return self.too_slow(variant, ctx, e.estimate_s, variant.flops, 1e-12)
         err = matmul_mismatch(op(), a_dense, b, TOLERANCE[dtype])
@@ -130,10 +133,9 @@ class Sparse(Workload):
                extra_metrics=None) -> Measurement:
         """Time a sparse op, check it against dense, and relate it to the dense GEMM of the same shape."""
         started = time.perf_counter()
-        share = 0.5 if dense_key not in self._dense_s else 0.7
+        share = SPARSE_SHARE if dense_key not in self._dense_s else SPARSE_SHARE_DENSE_KNOWN
         try:
-            timing = time_fn(op, ctx.device, budget_s=ctx.budget_s * share, min_time_s=ctx.min_time_s,
-                             repeats=ctx.repeats)
+            timing = time_fn(op, ctx.device, ctx.budget().fraction(share), agreement=ctx.agreement)
         except TooSlow as e:
             return self.too_slow(variant, ctx, e.estimate_s, variant.flops, 1e-12)
         err = matmul_mismatch(op(), a_dense, b, TOLERANCE[dtype])
@@ -149,13 +151,13 @@ class Sparse(Workload):
         dense_s = self._dense_s.get(dense_key)
         if dense_s is None:
             try:
-                t = time_fn(dense_op, ctx.device, budget_s=ctx.budget_s * 0.3, min_time_s=ctx.min_time_s,
-                            repeats=max(3, ctx.repeats // 2), measure_energy=False)
+                t = time_fn(dense_op, ctx.device, ctx.budget().fraction(DENSE_SHARE, repeats=max(3, ctx.repeats // 2)),
+                            agreement=ctx.agreement, measure_energy=False)
                 dense_s = self._dense_s[dense_key] = t.median_s
             except TooSlow:
                 metrics["dense_note"] = "dense GEMM did not fit the rest of the budget; no speed-up"
         if dense_s is not None:
-            left = min(ctx.budget_s - (time.perf_counter() - started), ctx.budget_s * 0.3)
+            left = min(ctx.budget_s - (time.perf_counter() - started), ctx.budget_s * PAIRS_SHARE)
             ratios, dense_times = paired_ratios(op, dense_op, ctx.device, sparse_s=timing.median_s, dense_s=dense_s,
                                                 min_time_s=ctx.min_time_s, pairs=ctx.repeats, budget_s=left)
             if ratios:
@@ -213,7 +215,7 @@ class Sparse(Workload):
             return F.embedding_bag(i_dev, w_dev, o_dev, mode=p["mode"])
 
         try:
-            timing = time_fn(op, ctx.device, budget_s=ctx.budget_s, min_time_s=ctx.min_time_s, repeats=ctx.repeats)
+            timing = time_fn(op, ctx.device, ctx.budget(), agreement=ctx.agreement)
         except TooSlow as e:  # not self.too_slow(): its estimate would be worded in the workload's TFLOP/s
             return self.failed(variant, ctx, "too_slow", f"one lookup batch takes {e.estimate_s:.3g} s; estimate "
                                f"≈{variant.bytes / e.estimate_s * 1e-9:.4g} GB/s does not fit the "
@@ -319,14 +321,7 @@ def semi_structured_unsupported(device) -> str:
         from torch.sparse import to_sparse_semi_structured  # noqa: F401
     except ImportError:
         return f"torch {torch.__version__} has no torch.sparse.to_sparse_semi_structured"
-    if device.type != "cuda":
-        return (f"2:4 semi-structured sparsity (torch.sparse.to_sparse_semi_structured) runs on CUDA devices "
-                f"only; this is {device.type}")
-    if not device.is_rocm:
-        major, minor = torch.cuda.get_device_capability(device.index)
-        if major < 8:
-            return f"2:4 semi-structured sparsity needs sparse tensor cores (sm_80 or newer); this is sm_{major}{minor}"
-    return ""
+    return device.backend.semi_structured_unsupported(device.index)
 
 
 def paired_ratios(sparse_op, dense_op, device, *, sparse_s: float, dense_s: float, min_time_s: float, pairs: int,

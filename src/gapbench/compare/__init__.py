@@ -1,0 +1,290 @@
+"""Gap tables between result sets: matched rows, gaps with their uncertainty, % of peak, efficiency, takeaway.
+
+    comp = gapbench.compare(["mi300x.json", "h100.json"], baseline="h100.json")   # a Comparison of numbers
+
+compare computes and returns numbers (gapbench.compare.model); the words and formatted numbers of every
+output format are the renderers' (gapbench.report). The sign convention is in gapbench.compare.gaps.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import types
+
+from gapbench import specs as specs_mod
+from gapbench.compare.gaps import Gap, gap_pct, intervals_overlap
+from gapbench.compare.model import (
+    Cell,
+    ClassLead,
+    Comparison,
+    Platform,
+    PlatformTakeaway,
+    Row,
+    Takeaway,
+)
+from gapbench.compare.rates import (
+    arithmetic_intensity,
+    byte_rate,
+    classify,
+    flop_rate,
+    measurement_dtype,
+    per_unit,
+    percent_of_peak,
+    time_per_iter,
+)
+from gapbench.compare.references import published_for, reference_matches, reference_result_set
+from gapbench.compare.sides import coverage_side, frameworks_side
+from gapbench.compare.takeaway import ridge_of, takeaway
+from gapbench.errors import GapbenchError
+from gapbench.results import Measurement, ResultSet, load
+
+__all__ = ["compare", "Comparison", "Platform", "Row", "Cell", "Gap", "Takeaway", "PlatformTakeaway", "ClassLead",
+           "gap_pct", "intervals_overlap", "flop_rate", "byte_rate", "time_per_iter", "arithmetic_intensity",
+           "measurement_dtype", "percent_of_peak", "classify", "per_unit", "parse_prices", "platform_identity",
+           "reference_matches", "reference_result_set"]
+
+
+def platform_identity(rs: ResultSet) -> dict:
+    """The device identity with the host facts a CPU spec needs (clock, ISA, cores) merged in from the results
+    file's host section, as the run recorded them."""
+    ident = dict(rs.device)
+    if ident.get("type") == "cpu":
+        for k in ("cpu_max_mhz", "isa", "physical_cores", "cpufreq"):
+            if k not in ident and rs.host.get(k) is not None:
+                ident[k] = rs.host[k]
+    return ident
+
+
+def parse_prices(items: list[str] | None) -> dict[str, float]:
+    """['NAME=USD_PER_HOUR', ...] -> {NAME: price}; malformed -> GapbenchError."""
+    out: dict[str, float] = {}
+    for item in items or []:
+        name, sep, val = str(item).rpartition("=")
+        try:
+            price = float(val)
+        except ValueError:
+            price = -1.0
+        if not sep or not name or not math.isfinite(price) or price <= 0:
+            raise GapbenchError(f"--price {item!r}: expected NAME=USD_PER_HOUR with a positive number, e.g. 'H100=2.99'")
+        out[name] = price
+    return out
+
+
+def _row_key(m: Measurement) -> tuple[str, str]:
+    return m.workload, json.dumps(m.variant, sort_keys=True, separators=(",", ":"), default=str)
+
+
+def _as_result_sets(result_sets) -> list[ResultSet]:
+    out = []
+    for x in result_sets:
+        if isinstance(x, ResultSet):
+            out.append(x)
+        elif isinstance(x, (str, os.PathLike)):
+            out.append(load(x))
+        else:
+            raise GapbenchError(f"cannot compare {type(x).__name__}: expected a ResultSet or a results file path")
+    return out
+
+
+def _unique_names(names: list[str], sets: list[ResultSet]) -> list[str]:
+    counts: dict[str, int] = {}
+    for n in names:
+        counts[n] = counts.get(n, 0) + 1
+    out, seen = [], {}
+    for n, rs in zip(names, sets, strict=True):
+        if counts[n] > 1:
+            stem = os.path.splitext(os.path.basename(rs.path))[0] if rs.path else None
+            seen[n] = seen.get(n, 0) + 1
+            n = f"{n} [{stem}]" if stem and stem != n else f"{n} #{seen[n]}"
+        out.append(n)
+    if len(set(out)) != len(out):  # same file stem twice
+        out = [f"{n} #{i + 1}" if out.count(n) > 1 else n for i, n in enumerate(out)]
+    return out
+
+
+def _pick_baseline(baseline, sets: list[ResultSet], names: list[str], default: int) -> int:
+    if baseline is None:
+        return default
+    if isinstance(baseline, int) and not isinstance(baseline, bool):
+        if 0 <= baseline < len(sets):
+            return baseline
+        raise GapbenchError(f"baseline index {baseline} out of range (0..{len(sets) - 1})")
+    if isinstance(baseline, ResultSet):
+        for i, rs in enumerate(sets):
+            if rs is baseline:
+                return i
+        raise GapbenchError("the baseline result set is not among the compared ones")
+    b = str(baseline)
+    for i, rs in enumerate(sets):
+        if rs.path and (os.path.abspath(rs.path) == os.path.abspath(b)):
+            return i
+    for i, n in enumerate(names):
+        if b == n or b == sets[i].name or b == sets[i].run_id:
+            return i
+    raise GapbenchError(f"baseline {b!r} is not one of the compared inputs: {', '.join(names)}")
+
+
+def _price_names(p_name: str, rs: ResultSet, spec) -> list[str]:
+    names = [p_name, rs.name, rs.label, rs.device.get("product"), spec.key if spec else None]
+    if rs.path:
+        names += [rs.path, os.path.splitext(os.path.basename(rs.path))[0]]
+    return [n for n in names if n]
+
+
+def _price_for(p_name: str, rs: ResultSet, spec, prices: dict[str, float]) -> tuple[float | None, str]:
+    for n in _price_names(p_name, rs, spec):
+        if n in prices:
+            return prices[n], "--price"
+    if spec and spec.price_usd_per_hour:
+        return spec.price_usd_per_hour, f"spec {spec.key}, {spec.price_date}"
+    return None, ""
+
+
+def _cell(m: Measurement | None, platform: Platform) -> Cell:
+    if m is None:
+        return Cell(None, "missing", "not measured in this input")
+    if not m.ok:
+        return Cell(m, m.status, m.reason)
+    pct, kind = percent_of_peak(m, platform.spec)
+    power = m.power_w
+    t = time_per_iter(m)
+    if power is None and m.energy_j and t:
+        power = float(m.energy_j) / t
+    rate = None if platform.reference else per_unit(m.unit)  # a published figure has no power or price
+    per_watt = m.value / power if power and m.higher_is_better and rate else None
+    per_dollar = (m.value * 3600.0 / platform.price_usd_per_hour
+                  if platform.price_usd_per_hour and m.higher_is_better and rate else None)
+    return Cell(m, "ok", "", pct, kind, power, per_watt, per_dollar)
+
+
+def _gap(cell: Cell, base: Cell, higher_is_better: bool) -> Gap:
+    if cell.status != "ok":
+        return Gap(None, None, cell.status)
+    if base.status != "ok":
+        return Gap(None, None, f"baseline {base.status}")
+    if cell.measurement.unit != base.measurement.unit:
+        return Gap(None, None, "unit differs")
+    pct = gap_pct(cell.value, base.value, higher_is_better)
+    if pct is None:
+        return Gap(None, None, "n/a (zero)")
+    return Gap(pct, intervals_overlap(cell.measurement.stats, base.measurement.stats))
+
+
+def _input_warnings(sets: list[ResultSet], names: list[str]) -> list[str]:
+    warnings = []
+    suites = {rs.suite for rs in sets if rs.suite}
+    if len(suites) > 1:
+        warnings.append(f"inputs ran different suites ({', '.join(sorted(suites))}): only the rows they share have gaps")
+    seen_runs: dict[str, int] = {}
+    for i, rs in enumerate(sets):
+        if rs.run_id in seen_runs:
+            warnings.append(f"{names[i]} and {names[seen_runs[rs.run_id]]} are the same run ({rs.run_id})")
+        seen_runs.setdefault(rs.run_id, i)
+        if not rs.complete:
+            warnings.append(f"{names[i]}: the run did not complete (interrupted or still running); rows may be missing")
+    gv = {rs.gapbench_version for rs in sets}
+    if len(gv) > 1:
+        warnings.append(f"inputs come from different gapbench versions ({', '.join(sorted(gv))})")
+    return warnings
+
+
+def _platforms(all_sets: list[ResultSet], names: list[str], prices: dict[str, float]) -> list[Platform]:
+    platforms = []
+    for i, rs in enumerate(all_sets):
+        spec = specs_mod.match(platform_identity(rs))
+        price, psrc = _price_for(names[i], rs, spec, prices)
+        platforms.append(Platform(names[i], rs, spec, price, psrc, reference=rs.device.get("type") == "reference"))
+    known = {n for p in platforms for n in _price_names(p.name, p.result_set, p.spec)}
+    unused = set(prices) - known
+    if unused:
+        raise GapbenchError(f"--price names {', '.join(sorted(unused))} match no input; inputs: {', '.join(names)}")
+    return platforms
+
+
+def _line_up(all_sets: list[ResultSet]) -> tuple[list[tuple[str, str]], list[dict]]:
+    """Every (workload, variant) present anywhere, in order of first appearance, and each input's row table.
+    Linear in the number of measurements."""
+    order: dict[tuple[str, str], None] = {}
+    by_set: list[dict[tuple[str, str], Measurement]] = []
+    for rs in all_sets:
+        table: dict[tuple[str, str], Measurement] = {}
+        for m in rs.measurements:
+            k = _row_key(m)
+            if k not in table or (not table[k].ok and m.ok):  # a retried variant: keep the ok result
+                table[k] = m
+            order.setdefault(k, None)
+        by_set.append(table)
+    return list(order), by_set
+
+
+def _rows(platforms: list[Platform], base_i: int, order, by_set) -> list[Row]:
+    rows = []
+    ridges: dict[str, float] = {}
+    specs = [p.spec for p in platforms]
+    for k in order:
+        ms = [t.get(k) for t in by_set]
+        first = next(m for m in ms if m is not None)
+        lead = ms[base_i] if ms[base_i] is not None else first
+        hib = lead.higher_is_better
+        cells = [_cell(m, platforms[i]) for i, m in enumerate(ms)]
+        gaps = {i: _gap(c, cells[base_i], hib) for i, c in enumerate(cells) if i != base_i} if len(platforms) > 1 else {}
+        d = measurement_dtype(lead)
+        if d not in ridges:
+            ridges[d] = ridge_of(platforms, base_i, d)[0]
+        probe = lead if (lead.flops is not None or lead.bytes is not None) else next(
+            (m for m in ms if m is not None and (m.flops is not None or m.bytes is not None)), lead)
+        bound, ai = classify(probe, ridges[d])
+        rows.append(Row(first.workload, first.variant, lead.unit, hib, cells, gaps, ai, bound,
+                        published_for(specs, base_i, first.workload, first.variant)))
+    return rows
+
+
+def compare(result_sets, baseline=None, labels: list[str] | None = None, refs: list[str] | None = None,
+            prices: dict[str, float] | None = None) -> Comparison:
+    """Line up result sets (ResultSet objects or paths) into a gap table against a baseline.
+
+    baseline: index, path, platform name/label, run id or ResultSet; default the first input, or the first
+    reference when refs are given. labels name the inputs in order. refs are reference platform keys
+    (specs/references.toml). prices: {name: USD per hour} (name = label, platform name, file stem or spec key).
+    """
+    sets = _as_result_sets(list(result_sets))
+    if not sets and not refs:
+        raise GapbenchError("nothing to compare: give at least one results file")
+    versions = sorted({rs.schema_version for rs in sets})
+    if len(versions) > 1:
+        raise GapbenchError(f"cannot compare results of different schema versions ({', '.join(map(str, versions))}); "
+                            "re-run with one gapbench version")
+    labels = list(labels or [])
+    if len(labels) > len(sets):
+        raise GapbenchError(f"{len(labels)} labels for {len(sets)} input(s): give at most one --label per file")
+    names = [labels[i] if i < len(labels) else rs.name for i, rs in enumerate(sets)]
+    ref_sets = [reference_result_set(r, like=sets) for r in (refs or [])]
+    all_sets = sets + ref_sets
+    names = _unique_names(names + [rs.label for rs in ref_sets], all_sets)
+    base_i = _pick_baseline(baseline, all_sets, names, default=len(sets) if ref_sets else 0)
+    warnings = [] if len(all_sets) >= 2 else ["only one input: showing its values, no gaps"]
+    warnings += _input_warnings(sets, names)
+    platforms = _platforms(all_sets, names, prices or {})
+    rows = _rows(platforms, base_i, *_line_up(all_sets))
+    if len(all_sets) > 1 and rows and not any(g.pct is not None for r in rows for g in r.gaps.values()):
+        warnings.append("no row has a number on both sides: the inputs share no successfully measured "
+                        "workload variant, so there is no gap to show")
+    comp = Comparison(platforms, base_i, rows, Takeaway(), warnings)
+    comp.takeaway = takeaway(comp)
+    comp.coverage = coverage_side(platforms)
+    comp.frameworks = frameworks_side(platforms)
+    return comp
+
+
+class _CallableModule(types.ModuleType):
+    """`gapbench.compare(...)` is the lazy API's name for compare(); once this package is imported, Python binds
+    the name gapbench.compare to the package itself, so the package forwards calls to the function."""
+
+    def __call__(self, *args, **kwargs) -> Comparison:
+        return compare(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

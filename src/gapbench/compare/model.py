@@ -1,0 +1,140 @@
+"""A comparison as data: platforms, rows of cells and gaps, the takeaway's facts. Numbers only; every word
+and every formatted number is the renderers' (gapbench.report)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from gapbench import specs as specs_mod
+from gapbench.compare.gaps import Gap
+from gapbench.results import Measurement, ResultSet
+
+SIGN_CONVENTION = "gap_pct > 0: the platform did better than the baseline (speed, whatever the unit's direction)"
+
+
+@dataclass
+class Platform:
+    name: str
+    result_set: ResultSet
+    spec: specs_mod.Spec | None
+    price_usd_per_hour: float | None = None
+    price_source: str = ""
+    reference: bool = False
+
+
+@dataclass
+class Cell:
+    measurement: Measurement | None
+    status: str  # 'ok', a measurement status, or 'missing'
+    reason: str = ""
+    pct_peak: float | None = None
+    peak_kind: str = ""
+    power_w: float | None = None
+    per_watt: float | None = None
+    per_dollar: float | None = None
+
+    @property
+    def value(self) -> float | None:
+        return self.measurement.value if self.measurement is not None and self.status == "ok" else None
+
+    @property
+    def ci95(self) -> tuple[float, float] | None:
+        m = self.measurement
+        return tuple(m.stats.ci95) if self.value is not None and m.stats is not None else None
+
+
+@dataclass
+class Row:
+    workload: str
+    variant: dict
+    unit: str
+    higher_is_better: bool
+    cells: list[Cell]
+    gaps: dict[int, Gap]  # platform index -> gap against the baseline
+    intensity: float | None = None
+    bound: str = "other"  # compute | memory | other
+    published: dict[int, specs_mod.PublishedGap] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ClassLead:
+    """How one platform fares against the baseline on the rows of one bound class."""
+
+    bound: str  # compute | memory | other
+    rows: int  # rows with a number on both sides
+    ahead: int  # significantly better
+    behind: int  # significantly worse
+    noise: int  # within noise (or exactly equal)
+    unknown: int  # no interval on one side: significance unknown
+    lo: float
+    hi: float
+
+
+@dataclass(frozen=True)
+class PlatformTakeaway:
+    platform: int
+    classes: tuple[ClassLead, ...]
+    not_comparable: int  # rows missing or failed on one side
+
+
+@dataclass(frozen=True)
+class Takeaway:
+    """The facts the takeaway sentences are made of."""
+
+    platforms: tuple[PlatformTakeaway, ...] = ()
+    ridges: tuple[tuple[tuple[str, ...], float, str], ...] = ()  # (dtypes, FLOP/byte, where it came from)
+    over_peak: tuple[int, ...] = ()  # platforms with rows above 100% of their peak
+    any_noise: bool = False
+    any_unknown: bool = False
+    any_published: bool = False
+
+
+@dataclass
+class Comparison:
+    platforms: list[Platform]
+    baseline: int
+    rows: list[Row]
+    takeaway: Takeaway
+    warnings: list[str]
+    coverage: dict | None = None  # {"families": [...], "summaries": [per platform: {"all": {...}, family: {...}} | None]}
+    frameworks: dict | None = None  # {"names": [...], "rows": [per platform: [framework dicts] | None]}
+
+    @property
+    def base(self) -> Platform:
+        return self.platforms[self.baseline]
+
+    def to_dict(self) -> dict:
+        """The comparison as JSON-ready numbers (renderers add words)."""
+        names = [p.name for p in self.platforms]
+        return {
+            "sign_convention": SIGN_CONVENTION,
+            "baseline": self.base.name,
+            "platforms": [
+                {"name": p.name, "reference": p.reference, "run_id": p.result_set.run_id, "path": p.result_set.path,
+                 "suite": p.result_set.suite, "device": p.result_set.device.get("product"),
+                 "spec": p.spec.key if p.spec else None, "price_usd_per_hour": p.price_usd_per_hour}
+                for p in self.platforms
+            ],
+            "rows": [
+                {
+                    "workload": r.workload, "variant": r.variant, "unit": r.unit, "higher_is_better": r.higher_is_better,
+                    "arithmetic_intensity": finite(r.intensity), "bound": r.bound,
+                    "cells": {names[i]: {"status": c.status, "reason": c.reason, "value": c.value,
+                                         "ci95": list(c.ci95) if c.ci95 else None, "pct_of_peak": c.pct_peak,
+                                         "peak_kind": c.peak_kind or None, "power_w": c.power_w,
+                                         "per_watt": c.per_watt, "per_dollar": c.per_dollar}
+                              for i, c in enumerate(r.cells)},
+                    "gaps": {names[i]: {"gap_pct": g.pct, "significant": g.significant, "status": g.status or None}
+                             for i, g in r.gaps.items()},
+                    "published": {names[i]: {"gap_pct": pg.gap_pct, "source": pg.source, "date": pg.date}
+                                  for i, pg in r.published.items()},
+                }
+                for r in self.rows
+            ],
+            "warnings": self.warnings,
+        }
+
+
+def finite(x):
+    return x if x is None or math.isfinite(x) else None

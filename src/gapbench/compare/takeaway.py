@@ -1,0 +1,80 @@
+"""The takeaway's facts: per platform and bound class, how many rows it leads, trails or ties, and over
+what range of gaps; the ridge points used; the caveats that apply. The sentences are the renderers'."""
+
+from __future__ import annotations
+
+from gapbench.compare.model import ClassLead, Comparison, PlatformTakeaway, Takeaway
+from gapbench.compare.rates import DEFAULT_RIDGE, measurement_dtype
+
+BOUNDS = ("compute", "memory", "other")
+
+
+def ridge_of(platforms, baseline: int, dtype: str) -> tuple[float, str]:
+    """The ridge point (FLOP/byte) for dtype: the baseline's spec first, then any other, else a default."""
+    order = [baseline] + [i for i in range(len(platforms)) if i != baseline]
+    for i in order:
+        sp = platforms[i].spec
+        r = sp.ridge(dtype) if sp else None
+        if r:
+            return r, f"{platforms[i].name} {dtype}"
+    kind = platforms[baseline].result_set.device.get("type")
+    cls = "cpu" if kind == "cpu" else "accelerator"
+    return DEFAULT_RIDGE[cls], f"default for {cls}"
+
+
+def class_lead(rows, i: int, bound: str) -> tuple[ClassLead | None, int]:
+    """Platform i's lead on the rows of one class, and how many of those rows had no number on one side."""
+    mine = [r for r in rows if r.bound == bound and i in r.gaps]
+    numeric = [r.gaps[i] for r in mine if r.gaps[i].pct is not None]
+    if not numeric:
+        return None, len(mine)
+    known = [g for g in numeric if g.overlap is not None]
+    lead = ClassLead(
+        bound=bound, rows=len(numeric),
+        ahead=sum(1 for g in known if g.pct > 0 and not g.overlap),
+        behind=sum(1 for g in known if g.pct < 0 and not g.overlap),
+        noise=sum(1 for g in known if g.overlap or g.pct == 0),
+        unknown=len(numeric) - len(known),
+        lo=min(g.pct for g in numeric), hi=max(g.pct for g in numeric))
+    return lead, len(mine) - len(numeric)
+
+
+def _per_platform(comp: Comparison) -> tuple[PlatformTakeaway, ...]:
+    out = []
+    for i in range(len(comp.platforms)):
+        if i == comp.baseline:
+            continue
+        classes, not_comparable = [], 0
+        for bound in BOUNDS:
+            lead, missing = class_lead(comp.rows, i, bound)
+            not_comparable += missing
+            if lead is not None:
+                classes.append(lead)
+        if classes or not_comparable:
+            out.append(PlatformTakeaway(i, tuple(classes), not_comparable))
+    return tuple(out)
+
+
+def _ridges(comp: Comparison) -> tuple:
+    ridges: dict[tuple[float, str], list[str]] = {}
+    if any(r.bound != "other" for r in comp.rows):
+        for r in comp.rows:
+            lead = r.cells[comp.baseline].measurement or next(c.measurement for c in r.cells if c.measurement)
+            d = measurement_dtype(lead)
+            key = ridge_of(comp.platforms, comp.baseline, d)
+            if d not in ridges.setdefault(key, []):
+                ridges[key].append(d)
+    return tuple((tuple(ds), r, src) for (r, src), ds in ridges.items())
+
+
+def takeaway(comp: Comparison) -> Takeaway:
+    over = tuple(i for i, _ in enumerate(comp.platforms)
+                 if any(r.cells[i].pct_peak is not None and r.cells[i].pct_peak > 100.0 for r in comp.rows))
+    gaps = [g for r in comp.rows for g in r.gaps.values()]
+    return Takeaway(
+        platforms=_per_platform(comp),
+        ridges=_ridges(comp),
+        over_peak=over,
+        any_noise=any(g.overlap is True for g in gaps),
+        any_unknown=any(g.pct is not None and g.overlap is None for g in gaps),
+        any_published=any(r.published for r in comp.rows))

@@ -1,0 +1,339 @@
+"""The backend protocol: one class per accelerator stack, owning everything that differs between stacks.
+
+A `Backend` answers for one kind of device (all CUDA GPUs, all ROCm GPUs, the host CPU, …); a `Device`
+is one backend plus a device index, the handle workloads and the timing engine hold. Code outside
+`gapbench.devices` asks the device; it never tests which vendor it is talking to.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    import torch
+
+# gapbench's names for the element types a device may or may not compute in
+DTYPE_NAMES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+
+
+class Timer:
+    """Time between start() and stop(), after the device finished the work enqueued between them."""
+
+    kind: ClassVar[str] = "host-sync"
+
+    def start(self) -> None: ...
+
+    def stop(self) -> float: ...
+
+
+class HostTimer(Timer):
+    """Host clock with a synchronize on both ends."""
+
+    kind = "host-sync"
+
+    def __init__(self, sync):
+        self._sync = sync
+        self._t0 = 0.0
+
+    def start(self) -> None:
+        self._sync()
+        self._t0 = time.perf_counter()
+
+    def stop(self) -> float:
+        self._sync()
+        return time.perf_counter() - self._t0
+
+
+class EventTimer(Timer):
+    """Device events: the time the device spent between two points of its stream."""
+
+    kind = "device-events"
+
+    def __init__(self, new_event):
+        self._a = new_event()
+        self._b = new_event()
+
+    def start(self) -> None:
+        self._a.record()
+
+    def stop(self) -> float:
+        self._b.record()
+        self._b.synchronize()
+        return self._a.elapsed_time(self._b) / 1e3
+
+
+class EnergyCounter:
+    """A cumulative energy counter of one device; `read()` is joules since some fixed point."""
+
+    source: ClassVar[str] = ""
+
+    def read(self) -> float:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class FrameworkNames:
+    """How other deep-learning frameworks name this kind of device (for the framework support matrix).
+
+    torch_modules: modules to import before PyTorch can see the device (torch_npu).
+    jax: JAX platform names, first found wins. tensorflow: TF physical device kinds. paddle: "gpu" for
+    Paddle's CUDA/ROCm build, or Paddle custom-device names. mindspore: MindSpore's device target.
+    onnxruntime: execution providers, in order of preference.
+    """
+
+    torch_modules: tuple[str, ...] = ()
+    jax: tuple[str, ...] = ()
+    tensorflow: tuple[str, ...] = ()
+    paddle: tuple[str, ...] = ()
+    paddle_xpu_build: bool = False
+    mindspore: str | None = None
+    onnxruntime: tuple[str, ...] = ()
+
+
+class Backend:
+    """One accelerator stack. Subclasses set the class attributes and override what differs.
+
+    The defaults describe a device with nothing special: host-clock timing, no allocator statistics, every
+    dtype available, no energy counter, gloo for torch.distributed.
+    """
+
+    name: ClassVar[str] = ""  # gapbench's name of the stack: cuda, rocm, xpu, npu, mps, cpu, test
+    device_type: ClassVar[str] = ""  # what `--device` takes and the results file records as device.type
+    torch_type: ClassVar[str] = ""  # torch.device type the tensors live on
+    aliases: ClassVar[tuple[str, ...]] = ()  # other `--device` names that select this backend
+    vendor: ClassVar[str] = ""
+    is_accelerator: ClassVar[bool] = True
+    auto_select: ClassVar[bool] = True  # picked by `--device auto` when available (never the test accelerator)
+    indexed: ClassVar[bool] = True  # devices are told apart by an index (cuda:1); False: one device (cpu, mps)
+    dist_backend: ClassVar[str] = "gloo"
+    collective_library: ClassVar[str] = "gloo"  # the library named in results (nccl, rccl, hccl, oneCCL)
+    energy_source_name: ClassVar[str] = ""  # what reads its energy counter (NVML, amdsmi, RAPL, …)
+    unavailable_hint: ClassVar[str] = "not available here"
+    fallback_env: ClassVar[dict[str, str]] = {}  # set in a coverage worker so that missing ops fall back loudly
+    fallback_patterns: ClassVar[tuple[str, ...]] = ()  # warning text of a CPU fallback; group 1 names the op
+    fallback_source: ClassVar[str] = ""
+    frameworks: ClassVar[FrameworkNames] = FrameworkNames()
+    fused_optimizer: ClassVar[bool] = False  # AdamW(fused=True) as users run it on this stack
+    host_memory_is_device_memory: ClassVar[bool] = False  # an allocation past memory is the kernel's OOM killer
+
+    # ---- presence ------------------------------------------------------------------------------
+    def available(self) -> bool:
+        return False
+
+    def count(self) -> int:
+        return 1
+
+    def torch_device(self, index: int) -> torch.device:
+        import torch
+
+        return torch.device(self.torch_type, index) if self.indexed else torch.device(self.torch_type)
+
+    def spec(self, index: int) -> str:
+        """The device as `--device` names it, which a child process resolves back to this backend."""
+        return f"{self.device_type}:{index}" if self.indexed else self.device_type
+
+    def set_current(self, index: int) -> None:
+        """Make this device the current one of the process (called once in every worker)."""
+
+    def device_for_local_rank(self, local_rank: int) -> int:
+        """The device index a rank with this local rank drives."""
+        return local_rank if self.indexed else 0
+
+    def max_ranks_per_host(self) -> int | None:
+        """How many ranks --nproc may start on one host: one per device, or None when ranks share one."""
+        return self.count() if self.is_accelerator else None
+
+    # ---- execution -----------------------------------------------------------------------------
+    def synchronize(self, index: int) -> None:
+        """Wait until the device finished everything enqueued."""
+
+    def new_event(self, index: int):
+        """A timing event (record / synchronize / elapsed_time in ms); None when the stack has none."""
+        return None
+
+    def new_timer(self, index: int) -> Timer:
+        if self.new_event(index) is None:
+            return HostTimer(lambda: self.synchronize(index))
+        return EventTimer(lambda: self.new_event(index))
+
+    # ---- memory --------------------------------------------------------------------------------
+    def reset_peak_memory(self, index: int) -> None:
+        pass
+
+    def peak_memory(self, index: int) -> int | None:
+        """Peak bytes allocated on the device since the last reset; None where the stack does not count."""
+        return None
+
+    def empty_cache(self, index: int) -> None:
+        pass
+
+    def total_memory(self, index: int) -> int:
+        from gapbench.devices.host import host_memory
+
+        return host_memory()
+
+    def free_memory(self, index: int) -> int:
+        return self.total_memory(index)
+
+    def is_oom(self, exc: BaseException) -> bool:
+        """Whether an exception is this stack's allocation failure (its own type, or its allocator's words)."""
+        from gapbench.devices.host import is_oom_text
+
+        return is_oom_text(exc)
+
+    def llc_bytes(self, index: int) -> int:
+        """The last-level cache a flush must overwrite. Unknown: a generous 256 MiB."""
+        return 256 * 2**20
+
+    def host_buffer(self, n: int, dtype, pinned: bool):
+        """A host tensor to copy to and from the device; pinned (page-locked) when asked and possible."""
+        import torch
+
+        return torch.empty(n, dtype=dtype, pin_memory=pinned)
+
+    # ---- element types -------------------------------------------------------------------------
+    def dtype_unsupported(self, index: int, dtype: str) -> str:
+        """'' when the device can compute in `dtype` (a DTYPE_NAMES entry) at all, else why not."""
+        return ""
+
+    def matmul_unsupported(self, index: int, dtype: str) -> str:
+        """'' when the device has a matmul path for `dtype` (tf32 inputs, fp8 scaled mm, int8 mm), else why not."""
+        return self.dtype_unsupported(index, dtype)
+
+    def has_native_bf16(self, index: int) -> bool:
+        return True
+
+    def fp8_e4m3(self, index: int):
+        """The e4m3 encoding this device's fp8 units use."""
+        import torch
+
+        return torch.float8_e4m3fn
+
+    def tf32(self, on: bool):
+        """A context in which fp32 matmuls may (on=True) or may not run as TF32."""
+        import torch
+
+        @contextlib.contextmanager
+        def ctx():
+            prev = torch.get_float32_matmul_precision()
+            torch.set_float32_matmul_precision("high" if on else "highest")
+            try:
+                yield
+            finally:
+                torch.set_float32_matmul_precision(prev)
+
+        return ctx()
+
+    def tf32_enabled(self) -> bool:
+        """Whether fp32 matmuls may run as TF32 right now (MFU is then taken against the TF32 peak)."""
+        return False
+
+    def semi_structured_unsupported(self, index: int) -> str:
+        """'' when 2:4 semi-structured sparse matmuls may run here, else why not."""
+        return f"2:4 semi-structured sparsity has no kernels on {self.name}"
+
+    # ---- identity, energy, topology --------------------------------------------------------------
+    def identity(self, index: int) -> dict:
+        """product, arch, memory, driver, runtime and library versions (merged over the common fields)."""
+        return {}
+
+    def energy_counter(self, index: int) -> EnergyCounter | None:
+        return None
+
+    def topology(self) -> dict | None:
+        """The links between this host's devices as the vendor tool shows them (NVLink, XGMI, HCCS)."""
+        return None
+
+
+@dataclass(frozen=True)
+class Device:
+    """One device: a backend and an index. What workloads and the timing engine hold."""
+
+    backend: Backend
+    index: int = 0
+
+    def __str__(self) -> str:
+        return self.backend.spec(self.index)
+
+    @property
+    def kind(self) -> str:
+        """gapbench's device type: what `--device` takes and results record (cuda, xpu, npu, mps, cpu, test)."""
+        return self.backend.device_type
+
+    @property
+    def type(self) -> str:
+        """torch's device type of the tensors (for torch.autocast, GradScaler, torch.device)."""
+        return self.backend.torch_type
+
+    @property
+    def torch_device(self) -> torch.device:
+        return self.backend.torch_device(self.index)
+
+    @property
+    def is_accelerator(self) -> bool:
+        return self.backend.is_accelerator
+
+    @property
+    def count(self) -> int:
+        return self.backend.count()
+
+    def set_current(self) -> None:
+        self.backend.set_current(self.index)
+
+    def synchronize(self) -> None:
+        self.backend.synchronize(self.index)
+
+    def new_timer(self) -> Timer:
+        return self.backend.new_timer(self.index)
+
+    @property
+    def timer_kind(self) -> str:
+        return self.new_timer().kind
+
+    def reset_peak_memory(self) -> None:
+        self.backend.reset_peak_memory(self.index)
+
+    def peak_memory(self) -> int | None:
+        return self.backend.peak_memory(self.index)
+
+    def empty_cache(self) -> None:
+        self.backend.empty_cache(self.index)
+
+    @property
+    def total_memory(self) -> int:
+        return self.backend.total_memory(self.index)
+
+    def free_memory(self) -> int:
+        return self.backend.free_memory(self.index)
+
+    def is_oom(self, exc: BaseException) -> bool:
+        return self.backend.is_oom(exc)
+
+    @property
+    def llc_bytes(self) -> int:
+        return self.backend.llc_bytes(self.index)
+
+    def dtype_unsupported(self, dtype: str) -> str:
+        return self.backend.dtype_unsupported(self.index, dtype)
+
+    def matmul_unsupported(self, dtype: str) -> str:
+        return self.backend.matmul_unsupported(self.index, dtype)
+
+    def has_native_bf16(self) -> bool:
+        return self.backend.has_native_bf16(self.index)
+
+    def fp8_e4m3(self):
+        return self.backend.fp8_e4m3(self.index)
+
+    def energy_counter(self) -> EnergyCounter | None:
+        return self.backend.energy_counter(self.index)
+
+    def identity(self) -> dict:
+        from gapbench.devices.host import common_identity
+
+        ident = common_identity(self)
+        ident.update(self.backend.identity(self.index))
+        return ident

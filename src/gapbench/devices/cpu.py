@@ -1,0 +1,123 @@
+"""The host CPU as a backend: the embedded default, what tests and CI run on.
+
+Timing is the host clock (nothing runs asynchronously); memory is the process's; energy is RAPL
+(Intel and AMD package counters under /sys/class/powercap) where it is readable.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import platform
+
+from gapbench.devices import host
+from gapbench.devices.base import Backend, EnergyCounter, FrameworkNames
+
+
+def rapl_zones() -> list[str]:
+    """Package-level zones only (intel-rapl:N), not their sub-zones (intel-rapl:N:M): no double counting."""
+    return sorted(p for p in glob.glob("/sys/class/powercap/*-rapl:*") if p.count(":") == 1
+                  and os.access(os.path.join(p, "energy_uj"), os.R_OK))
+
+
+class RaplCounter(EnergyCounter):
+    """The sum of the package zones' energy counters, with each zone's wrap-around undone."""
+
+    source = "rapl"
+
+    def __init__(self, zones: list[str]):
+        self.zones = zones
+        self._last = [self._zone(z) for z in zones]
+        self._total = 0.0
+
+    @staticmethod
+    def _zone(zone: str) -> tuple[int, int]:
+        with open(os.path.join(zone, "energy_uj")) as f:
+            e = int(f.read())
+        try:
+            with open(os.path.join(zone, "max_energy_range_uj")) as f:
+                rng = int(f.read())
+        except OSError:
+            rng = 2**32
+        return e, rng
+
+    def read(self) -> float:
+        for i, z in enumerate(self.zones):
+            e1, rng = self._zone(z)
+            e0, _ = self._last[i]
+            self._total += (e1 - e0) if e1 >= e0 else (e1 + rng - e0)
+            self._last[i] = (e1, rng)
+        return self._total / 1e6
+
+
+class Cpu(Backend):
+    name = "cpu"
+    device_type = "cpu"
+    torch_type = "cpu"
+    vendor = ""
+    is_accelerator = False
+    indexed = False
+    dist_backend = "gloo"
+    collective_library = "gloo"
+    energy_source_name = "RAPL"
+    host_memory_is_device_memory = True
+    frameworks = FrameworkNames(jax=("cpu",), tensorflow=(), paddle=(), mindspore="CPU", onnxruntime=())
+
+    def available(self) -> bool:
+        return True
+
+    def total_memory(self, index: int) -> int:
+        return host.host_memory()
+
+    def free_memory(self, index: int) -> int:
+        return host.available_host_memory()
+
+    def llc_bytes(self, index: int) -> int:
+        return host.cpu_llc_bytes() or 256 * 2**20
+
+    def host_buffer(self, n: int, dtype, pinned: bool):
+        import torch
+
+        return torch.empty(n, dtype=dtype)  # host and device are one memory: nothing to pin
+
+    def dtype_unsupported(self, index: int, dtype: str) -> str:
+        if dtype == "tf32":
+            return "TF32 is a tensor-core input format; this device has no TF32 path (fp32 runs instead)"
+        return ""
+
+    def matmul_unsupported(self, index: int, dtype: str) -> str:
+        import torch
+
+        if dtype == "fp8" and not hasattr(torch, "_scaled_mm"):
+            return f"torch {torch.__version__} has no torch._scaled_mm"
+        if dtype == "int8" and not hasattr(torch, "_int_mm"):
+            return f"torch {torch.__version__} has no torch._int_mm"
+        return self.dtype_unsupported(index, dtype)
+
+    def has_native_bf16(self, index: int) -> bool:
+        """AVX512-BF16, AMX-BF16 or Arm BF16 (BFMMLA): bf16 arithmetic in hardware."""
+        return bool(set(host.cpu_isa_flags()) & {"avx512_bf16", "amx_bf16", "bf16"})
+
+    def semi_structured_unsupported(self, index: int) -> str:
+        return ("2:4 semi-structured sparsity (torch.sparse.to_sparse_semi_structured) has kernels for the sparse "
+                "tensor cores of CUDA (sm_80 and newer) and ROCm GPUs only; the CPU has none")
+
+    def identity(self, index: int) -> dict:
+        import torch
+
+        return {"vendor": host.cpu_vendor(), "product": host.cpu_model(), "arch": platform.machine(),
+                "isa": host.cpu_isa_flags(), "memory_bytes": host.host_memory(), "runtime": {}, "driver": None,
+                "cores": os.cpu_count(), "physical_cores": host.physical_cores(), "threads": torch.get_num_threads(),
+                "cpu_max_mhz": host.cpu_max_mhz(), "cpufreq": host.has_cpufreq()}
+
+    def energy_counter(self, index: int) -> EnergyCounter | None:
+        zones = rapl_zones()
+        if not zones:
+            return None
+        try:
+            return RaplCounter(zones)
+        except OSError:
+            return None
+
+
+BACKEND = Cpu()

@@ -1,0 +1,253 @@
+"""NVIDIA GPUs through CUDA: events for timing, the caching allocator's statistics, NVML for energy and
+driver, NCCL for collectives, `nvidia-smi topo -m` for the NVLink/PCIe matrix.
+
+ROCm shares torch's `cuda` device type; `gapbench.devices.rocm` builds on this module and changes what
+differs on AMD GPUs.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+
+from gapbench.devices.base import Backend, EnergyCounter, FrameworkNames
+from gapbench.devices.tools import run_tool, strip_ansi
+
+
+class NvmlCounter(EnergyCounter):
+    """NVML's total energy counter (mJ since the driver loaded; Volta and newer)."""
+
+    source = "nvml"
+
+    def __init__(self, index: int):
+        import pynvml
+
+        pynvml.nvmlInit()
+        self._nvml = pynvml
+        self._h = pynvml.nvmlDeviceGetHandleByIndex(index)
+        self.read()
+
+    def read(self) -> float:
+        return self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._h) / 1e3
+
+
+class TorchGpu(Backend):
+    """What CUDA and ROCm share: torch.cuda for devices, streams, events and the caching allocator."""
+
+    torch_type = "cuda"
+    device_type = "cuda"
+    fused_optimizer = True
+    dist_backend = "nccl"
+
+    def _hip(self) -> bool:
+        import torch
+
+        return getattr(torch.version, "hip", None) is not None
+
+    def count(self) -> int:
+        import torch
+
+        return int(torch.cuda.device_count())
+
+    def set_current(self, index: int) -> None:
+        import torch
+
+        torch.cuda.set_device(index)
+
+    def synchronize(self, index: int) -> None:
+        import torch
+
+        torch.cuda.synchronize(index)
+
+    def new_event(self, index: int):
+        import torch
+
+        return torch.cuda.Event(enable_timing=True)
+
+    def reset_peak_memory(self, index: int) -> None:
+        import torch
+
+        torch.cuda.reset_peak_memory_stats(index)
+
+    def peak_memory(self, index: int) -> int | None:
+        import torch
+
+        return int(torch.cuda.max_memory_allocated(index))
+
+    def empty_cache(self, index: int) -> None:
+        import torch
+
+        torch.cuda.empty_cache()
+
+    def total_memory(self, index: int) -> int:
+        import torch
+
+        return int(torch.cuda.get_device_properties(index).total_memory)
+
+    def free_memory(self, index: int) -> int:
+        import torch
+
+        return int(torch.cuda.mem_get_info(index)[0])
+
+    def host_buffer(self, n: int, dtype, pinned: bool):
+        import torch
+
+        return torch.empty(n, dtype=dtype, pin_memory=pinned)
+
+    def tf32(self, on: bool):
+        import contextlib
+
+        import torch
+
+        @contextlib.contextmanager
+        def ctx():
+            prev, prev_flag = torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32
+            torch.set_float32_matmul_precision("high" if on else "highest")
+            torch.backends.cuda.matmul.allow_tf32 = on
+            try:
+                yield
+            finally:
+                torch.set_float32_matmul_precision(prev)
+                torch.backends.cuda.matmul.allow_tf32 = prev_flag
+
+        return ctx()
+
+    def tf32_enabled(self) -> bool:
+        import torch
+
+        return bool(torch.backends.cuda.matmul.allow_tf32)
+
+    def matmul_unsupported(self, index: int, dtype: str) -> str:
+        import torch
+
+        if dtype == "fp8" and not hasattr(torch, "_scaled_mm"):
+            return f"torch {torch.__version__} has no torch._scaled_mm"
+        if dtype == "int8" and not hasattr(torch, "_int_mm"):
+            return f"torch {torch.__version__} has no torch._int_mm"
+        return self.dtype_unsupported(index, dtype)
+
+    def _common_identity(self, index: int) -> dict:
+        import torch
+
+        props = torch.cuda.get_device_properties(index)
+        libs: dict = {}
+        if torch.backends.cudnn.is_available():
+            libs["cudnn"] = torch.backends.cudnn.version()
+        if hasattr(torch.backends.cuda, "preferred_blas_library"):
+            libs["blas_lt_preferred"] = str(torch.backends.cuda.preferred_blas_library())
+        try:
+            v = torch.cuda.nccl.version()
+            libs[self.collective_library] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+        except Exception:
+            libs[self.collective_library] = None
+        return {"product": props.name, "memory_bytes": int(props.total_memory),
+                "multiprocessors": props.multi_processor_count,
+                "l2_bytes": int(getattr(props, "L2_cache_size", 0) or 0) or None, "libraries": libs}
+
+
+class Cuda(TorchGpu):
+    name = "cuda"
+    vendor = "NVIDIA"
+    collective_library = "nccl"
+    energy_source_name = "NVML"
+    unavailable_hint = "no CUDA/ROCm device visible to this torch build"
+    frameworks = FrameworkNames(jax=("cuda", "gpu"), tensorflow=("GPU",), paddle=("gpu",), mindspore="GPU",
+                                onnxruntime=("CUDAExecutionProvider", "TensorrtExecutionProvider"))
+
+    def available(self) -> bool:
+        import torch
+
+        return torch.cuda.is_available() and not self._hip()
+
+    def _capability(self, index: int) -> tuple[int, int]:
+        import torch
+
+        return torch.cuda.get_device_capability(index)
+
+    def llc_bytes(self, index: int) -> int:
+        import torch
+
+        l2 = int(getattr(torch.cuda.get_device_properties(index), "L2_cache_size", 0) or 0)
+        return l2 or 256 * 2**20
+
+    def dtype_unsupported(self, index: int, dtype: str) -> str:
+        major, minor = self._capability(index)
+        if dtype in ("bf16", "tf32") and major < 8:
+            return f"{dtype} needs sm_80 or newer; this is sm_{major}{minor}"
+        if dtype == "fp8" and (major, minor) < (8, 9):
+            return f"fp8 tensor cores need sm_89 or newer; this is sm_{major}{minor}"
+        return ""
+
+    def has_native_bf16(self, index: int) -> bool:
+        return self._capability(index)[0] >= 8
+
+    def semi_structured_unsupported(self, index: int) -> str:
+        major, minor = self._capability(index)
+        if major < 8:
+            return f"2:4 semi-structured sparsity needs sparse tensor cores (sm_80 or newer); this is sm_{major}{minor}"
+        return ""
+
+    def identity(self, index: int) -> dict:
+        import torch
+
+        ident = self._common_identity(index)
+        major, minor = self._capability(index)
+        ident.update(vendor=self.vendor, arch=f"sm_{major}{minor}", runtime={"cuda": torch.version.cuda},
+                     driver=nvidia_driver())
+        return ident
+
+    def energy_counter(self, index: int) -> EnergyCounter | None:
+        try:
+            return NvmlCounter(index)
+        except Exception:
+            return None
+
+    def topology(self) -> dict | None:
+        text = run_tool(["nvidia-smi", "topo", "-m"])
+        if not text:
+            return None
+        return {"tool": "nvidia-smi topo -m", "text": strip_ansi(text), "links": nvlink_summary(text)}
+
+
+def nvidia_driver() -> str | None:
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        v = pynvml.nvmlSystemGetDriverVersion()
+        return v.decode() if isinstance(v, bytes) else v
+    except Exception:
+        pass
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=10)
+        return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+    except (OSError, subprocess.SubprocessError, IndexError):
+        return None
+
+
+def nvlink_summary(topo_text: str) -> dict:
+    """How many GPU pairs each link kind joins in an `nvidia-smi topo -m` matrix (NV#, PIX, PXB, PHB, NODE,
+    SYS), each unordered pair counted once; the NIC and affinity columns are left out."""
+    lines = [ln for ln in strip_ansi(topo_text).splitlines() if ln.strip()]
+    header = next((ln.split() for ln in lines if ln.split() and re.fullmatch(r"GPU\d+", ln.split()[0])
+                   and not ln.startswith("GPU")), None) or next((ln.split() for ln in lines), [])
+    gpus = 0
+    for tok in header:
+        if not re.fullmatch(r"GPU\d+", tok):
+            break
+        gpus += 1
+    counts: dict[str, int] = {}
+    for line in lines:
+        cells = line.split()
+        m = re.fullmatch(r"GPU(\d+)", cells[0]) if cells else None
+        if not m or line[0].isspace():
+            continue
+        i = int(m.group(1))
+        for j, cell in enumerate(cells[1:1 + gpus]):
+            if j > i and re.fullmatch(r"NV\d+|PIX|PXB|PHB|NODE|SYS", cell):
+                counts[cell] = counts.get(cell, 0) + 1
+    return counts
+
+
+BACKEND = Cuda()

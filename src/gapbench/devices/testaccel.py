@@ -1,0 +1,202 @@
+"""The test accelerator: CPU tensors behind an accelerator's face, so that every accelerator branch of
+gapbench runs in the test suite on a machine without one.
+
+It is never chosen by `--device auto`; tests (or a curious user) ask for it by name: `--device test`.
+What it emulates, each from something real on this machine:
+
+- timing events: record() reads the host clock; the timer reports itself as device events;
+- memory: a dispatch mode counts the bytes of every live tensor storage created while it is active (the
+  worker activates it in set_current), keeps a peak, and raises an out-of-memory error of its own type when
+  an allocation takes the total past the capacity (GAPBENCH_TEST_ACCELERATOR_MEMORY bytes, default 8 GiB);
+- a last-level cache of GAPBENCH_TEST_ACCELERATOR_LLC bytes (default 4 MiB) for the cache flush;
+- an energy counter: the process's CPU seconds times a nominal 50 W per busy core (a model, said so);
+- its own dtype table: fp8 and TF32 present, int8 matmul absent;
+- GAPBENCH_TEST_ACCELERATOR_COUNT devices (default 2), one per rank of a two-rank group, over gloo.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+from gapbench.devices.base import Backend, EnergyCounter
+
+WATTS_PER_BUSY_CORE = 50.0
+
+
+def _env_int(name: str, default: int) -> int:
+    try:
+        return int(os.environ.get(name, default))
+    except ValueError:
+        return default
+
+
+class TestAcceleratorOutOfMemory(RuntimeError):
+    """The test accelerator's allocation failure (its allocator's own exception type)."""
+
+
+class _Event:
+    def __init__(self):
+        self.t: float | None = None
+
+    def record(self, stream=None) -> None:
+        self.t = time.perf_counter()
+
+    def synchronize(self) -> None:
+        pass
+
+    def elapsed_time(self, end: _Event) -> float:
+        return (end.t - self.t) * 1e3
+
+
+class _ModelledEnergy(EnergyCounter):
+    source = "test-accelerator-model"
+
+    def read(self) -> float:
+        return time.process_time() * WATTS_PER_BUSY_CORE
+
+
+def _accounting_mode(capacity: int):
+    """A TorchDispatchMode that counts live storage bytes, with a peak and a capacity."""
+    import torch
+    from torch.multiprocessing.reductions import StorageWeakRef
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_flatten
+
+    class Accounting(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.capacity = capacity
+            self.live: dict[int, tuple[StorageWeakRef, int]] = {}
+            self.in_use = 0
+            self.peak = 0
+
+        def sweep(self) -> None:
+            for key, (ref, nbytes) in list(self.live.items()):
+                if ref.expired():
+                    del self.live[key]
+                    self.in_use -= nbytes
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            grew = False
+            for t in tree_flatten(out)[0]:
+                if not isinstance(t, torch.Tensor) or t.device.type != "cpu":
+                    continue
+                st = t.untyped_storage()
+                nbytes = st.nbytes()
+                if nbytes == 0:
+                    continue
+                key = st.data_ptr()
+                old = self.live.get(key)
+                if old is not None and not old[0].expired():
+                    continue
+                if old is not None:
+                    self.in_use -= old[1]
+                self.live[key] = (StorageWeakRef(st), nbytes)
+                self.in_use += nbytes
+                grew = True
+            if grew and self.in_use > self.peak:
+                self.sweep()  # only live storages count towards a peak or a failure
+                if self.in_use > self.capacity:
+                    need = self.in_use
+                    del out
+                    self.sweep()
+                    raise TestAcceleratorOutOfMemory(
+                        f"test accelerator: out of memory ({need / 2**20:.1f} MiB needed, capacity "
+                        f"{self.capacity / 2**20:.1f} MiB)")
+                self.peak = max(self.peak, self.in_use)
+            return out
+
+    return Accounting()
+
+
+class TestAccelerator(Backend):
+    name = "test"
+    device_type = "test"
+    torch_type = "cpu"
+    vendor = "gapbench"
+    auto_select = False
+    dist_backend = "gloo"
+    collective_library = "gloo"
+    energy_source_name = "a model of the test accelerator"
+    unavailable_hint = "the test accelerator is always available"
+
+    def __init__(self):
+        self._mode = None
+
+    def available(self) -> bool:
+        return True
+
+    def count(self) -> int:
+        return max(1, _env_int("GAPBENCH_TEST_ACCELERATOR_COUNT", 2))
+
+    def torch_device(self, index: int):
+        import torch
+
+        return torch.device("cpu")
+
+    @property
+    def capacity(self) -> int:
+        return _env_int("GAPBENCH_TEST_ACCELERATOR_MEMORY", 8 * 2**30)
+
+    def set_current(self, index: int) -> None:
+        if self._mode is None:
+            self._mode = _accounting_mode(self.capacity)
+            self._mode.__enter__()  # for the rest of the worker's life, as a device context would be
+
+    def new_event(self, index: int):
+        return _Event()
+
+    def reset_peak_memory(self, index: int) -> None:
+        if self._mode is not None:
+            self._mode.sweep()
+            self._mode.peak = self._mode.in_use
+
+    def peak_memory(self, index: int) -> int | None:
+        return self._mode.peak if self._mode is not None else None
+
+    def empty_cache(self, index: int) -> None:
+        import gc
+
+        gc.collect()
+        if self._mode is not None:
+            self._mode.sweep()
+
+    def total_memory(self, index: int) -> int:
+        return self.capacity
+
+    def free_memory(self, index: int) -> int:
+        if self._mode is None:
+            return self.capacity
+        self._mode.sweep()
+        return max(self.capacity - self._mode.in_use, 0)
+
+    def is_oom(self, exc: BaseException) -> bool:
+        return isinstance(exc, TestAcceleratorOutOfMemory) or super().is_oom(exc)
+
+    def llc_bytes(self, index: int) -> int:
+        return _env_int("GAPBENCH_TEST_ACCELERATOR_LLC", 4 * 2**20)
+
+    def host_buffer(self, n: int, dtype, pinned: bool):
+        import torch
+
+        return torch.empty(n, dtype=dtype)  # pinning is emulated: the copy is a host copy either way
+
+    def dtype_unsupported(self, index: int, dtype: str) -> str:
+        if dtype == "int8":
+            return "the test accelerator has no int8 matmul (its dtype table leaves int8 out)"
+        return ""
+
+    def semi_structured_unsupported(self, index: int) -> str:
+        return "the test accelerator has no 2:4 semi-structured sparse kernels"
+
+    def identity(self, index: int) -> dict:
+        return {"vendor": self.vendor, "product": "gapbench test accelerator", "arch": "test",
+                "memory_bytes": self.capacity, "driver": None, "runtime": {"emulated_on": "cpu"}}
+
+    def energy_counter(self, index: int) -> EnergyCounter | None:
+        return _ModelledEnergy()
+
+
+BACKEND = TestAccelerator()

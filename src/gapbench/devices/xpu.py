@@ -1,0 +1,103 @@
+"""Intel GPUs through torch.xpu (oneAPI/SYCL): events, the allocator's statistics, XCCL collectives,
+`xpu-smi` topology, and the XPU fallback switch the coverage audit uses."""
+
+from __future__ import annotations
+
+from gapbench.devices.base import Backend, FrameworkNames
+from gapbench.devices.tools import run_tool
+
+
+class Xpu(Backend):
+    name = "xpu"
+    device_type = "xpu"
+    torch_type = "xpu"
+    vendor = "Intel"
+    dist_backend = "xccl"
+    collective_library = "oneCCL"
+    unavailable_hint = "this torch build sees no Intel XPU"
+    fallback_env = {"PYTORCH_ENABLE_XPU_FALLBACK": "1", "PYTORCH_DEBUG_XPU_FALLBACK": "1"}
+    fallback_patterns = (
+        r"operator '(aten::[\w.]+)' is not currently (?:supported|implemented) on the XPU backend and will fall back",
+        r"Aten Op fallback from XPU to CPU",
+    )
+    fallback_source = "intel/torch-xpu-ops src/ATen/native/xpu/XPUFallback.template"
+    frameworks = FrameworkNames(jax=("xpu", "sycl"), tensorflow=("XPU", "GPU"), paddle=("intel_gpu", "xpu"),
+                                paddle_xpu_build=True, onnxruntime=("OpenVINOExecutionProvider", "DmlExecutionProvider"))
+
+    def available(self) -> bool:
+        import torch
+
+        return hasattr(torch, "xpu") and torch.xpu.is_available()
+
+    def count(self) -> int:
+        import torch
+
+        return int(torch.xpu.device_count())
+
+    def set_current(self, index: int) -> None:
+        import torch
+
+        torch.xpu.set_device(index)
+
+    def synchronize(self, index: int) -> None:
+        import torch
+
+        torch.xpu.synchronize(index)
+
+    def new_event(self, index: int):
+        import torch
+
+        return torch.xpu.Event(enable_timing=True)
+
+    def reset_peak_memory(self, index: int) -> None:
+        import torch
+
+        torch.xpu.reset_peak_memory_stats(index)
+
+    def peak_memory(self, index: int) -> int | None:
+        import torch
+
+        return int(torch.xpu.max_memory_allocated(index))
+
+    def empty_cache(self, index: int) -> None:
+        import torch
+
+        torch.xpu.empty_cache()
+
+    def total_memory(self, index: int) -> int:
+        import torch
+
+        return int(torch.xpu.get_device_properties(index).total_memory)
+
+    def free_memory(self, index: int) -> int:
+        import torch
+
+        try:
+            return int(torch.xpu.mem_get_info(index)[0])
+        except Exception:
+            return self.total_memory(index)
+
+    def matmul_unsupported(self, index: int, dtype: str) -> str:
+        import torch
+
+        if dtype == "fp8" and not hasattr(torch, "_scaled_mm"):
+            return f"torch {torch.__version__} has no torch._scaled_mm"
+        if dtype == "int8" and not hasattr(torch, "_int_mm"):
+            return f"torch {torch.__version__} has no torch._int_mm"
+        return ""
+
+    def identity(self, index: int) -> dict:
+        import torch
+
+        props = torch.xpu.get_device_properties(index)
+        arch = getattr(props, "device_arch", None) or getattr(props, "platform_name", "") or ""
+        return {"vendor": self.vendor, "product": props.name, "memory_bytes": int(props.total_memory),
+                "driver": getattr(props, "driver_version", None), "arch": str(arch) or None,
+                "runtime": {"sycl": getattr(torch.version, "xpu", None)}}
+
+    def topology(self) -> dict | None:
+        text = run_tool(["xpu-smi", "topology", "-m"])
+        return {"tool": "xpu-smi topology -m", "text": text} if text else None
+
+
+BACKEND = Xpu()

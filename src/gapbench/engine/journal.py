@@ -1,0 +1,89 @@
+"""An fsynced JSON-lines journal of finished work: a header line, then one line per finished item.
+
+Each line is flushed and fsynced as it is written, so a `kill -9` loses nothing finished; a line torn by
+the kill is skipped on reading (its item runs again). Suite runs journal measurements; coverage audits
+journal operator rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gapbench.errors import GapbenchError
+
+
+def journal_path(output: str | os.PathLike) -> str:
+    return str(output) + ".journal.jsonl"
+
+
+@dataclass
+class JournalContents:
+    header: dict | None = None
+    entries: list[dict] = field(default_factory=list)
+    torn: int = 0  # unreadable lines (a kill mid-write)
+
+
+class Journal:
+    """Append-only, fsynced. `start(header)` begins a fresh journal; `append(entry)` adds one line."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = str(path)
+
+    def start(self, header: dict, entries: list[dict] | None = None) -> None:
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        with open(self.path, "w", encoding="utf-8") as f:
+            for obj in [header, *(entries or [])]:
+                f.write(_line(obj))
+            f.flush()
+            os.fsync(f.fileno())
+
+    def append(self, entry: dict) -> None:
+        with open(self.path, "a", encoding="utf-8") as f:
+            f.write(_line(entry))
+            f.flush()
+            os.fsync(f.fileno())
+
+    def exists(self) -> bool:
+        return os.path.exists(self.path)
+
+    def remove(self) -> None:
+        try:
+            os.unlink(self.path)
+        except OSError:
+            pass
+
+    def read(self, *, is_header, what: str = "journal") -> JournalContents:
+        """Every readable line: the first for which is_header(obj) is true is the header, the rest entries.
+
+        A malformed line that is not the last is a file that is no journal of this kind: GapbenchError.
+        """
+        try:
+            with open(self.path, encoding="utf-8", errors="replace") as f:
+                lines = f.read().splitlines()
+        except OSError as e:
+            raise GapbenchError(f"cannot read {what} {self.path}: {e.strerror or e}") from None
+        out = JournalContents()
+        for n, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except (json.JSONDecodeError, RecursionError):
+                obj = None
+            if not isinstance(obj, dict):
+                if n == len(lines):
+                    out.torn += 1  # the line a kill cut short
+                    continue
+                raise GapbenchError(f"{self.path}: line {n} is not a {what} line (not JSON)")
+            if out.header is None and is_header(obj):
+                out.header = obj
+            else:
+                out.entries.append(obj)
+        return out
+
+
+def _line(obj: dict) -> str:
+    return json.dumps(obj, allow_nan=False, default=str) + "\n"

@@ -1,0 +1,274 @@
+"""The parent's side of a child process: start it in its own process group, follow its events under a
+deadline, and leave nothing of it behind.
+
+    child = Child([sys.executable, "-m", "gapbench.engine.worker"], payload=job_json, what="worker")
+    outcome = child.follow(timeout_s=300, on_event=handle)   # handle(ev) may return a new timeout
+    child.close()
+
+Events come over a FIFO (see channel), so a child's own children and launchers' ranks can write them
+too; the end of a child is its exit, never the end of a stream (a grandchild that keeps the stream open
+cannot stall the parent). Every child carries a token in its environment: when a child is closed, its
+process group is killed after a short grace, and so is every process still carrying its token, even one
+that left the group (setsid) or was re-parented.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gapbench.engine.channel import EVENTS_ENV, split_events
+from gapbench.engine.lifeline import PARENT_ENV
+
+TOKEN_ENV = "GAPBENCH_CHILD_TOKEN"
+GRACE_S = 1.0  # after a child ends, how long what it started may take to end by itself
+LOG_TAIL = 20000
+
+
+class DeadlinePassed(Exception):
+    pass
+
+
+@dataclass
+class Outcome:
+    """How a child ended: its events, its exit code, whether the deadline killed it, its log's tail."""
+
+    events: list[dict] = field(default_factory=list)
+    returncode: int | None = None
+    timed_out: bool = False
+    limit_s: float | None = None  # the time limit that applied when the deadline passed
+    log: str = ""
+    oom_killed: bool = False  # the kernel's OOM killer fired in this cgroup while the child ran
+    hint: str = ""  # what on_deadline found out before the kill
+
+
+def cgroup_oom_kills() -> int | None:
+    """The OOM-kill count of this process's memory cgroup (v2 memory.events or v1 memory.oom_control)."""
+    paths: list[str] = []
+    try:
+        with open("/proc/self/cgroup") as f:
+            for line in f:
+                _, ctrl, path = line.rstrip("\n").split(":", 2)
+                if ctrl == "":
+                    paths += [f"/sys/fs/cgroup{path.rstrip('/')}/memory.events"]
+                elif "memory" in ctrl.split(","):
+                    paths += [f"/sys/fs/cgroup/memory{path.rstrip('/')}/memory.oom_control"]
+    except (OSError, ValueError):
+        pass
+    paths += ["/sys/fs/cgroup/memory.events", "/sys/fs/cgroup/memory/memory.oom_control"]
+    for p in paths:
+        try:
+            with open(p) as f:
+                for line in f:
+                    k, _, v = line.partition(" ")
+                    if k == "oom_kill":
+                        return int(v)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def processes_with_token(token: str) -> list[int]:
+    """Pids of processes (other than this one) whose environment carries TOKEN_ENV=token."""
+    needle = f"{TOKEN_ENV}={token}".encode()
+    out = []
+    try:
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return out
+    me = os.getpid()
+    for pid in pids:
+        if pid == me:
+            continue
+        try:
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read()
+        except OSError:
+            continue
+        if needle in env.split(b"\0"):
+            out.append(pid)
+    return out
+
+
+def _parent_of(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            data = f.read()
+        return int(data[data.rindex(b")") + 2:].split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class Child:
+    """One supervised child process (see the module docstring)."""
+
+    def __init__(self, argv: list[str], *, payload: str | bytes | None = None, env: dict | None = None,
+                 what: str = "worker", cwd: str | None = None):
+        self.what = what
+        self.token = uuid.uuid4().hex
+        self._dir = tempfile.mkdtemp(prefix="gapbench-child-")
+        self.events_path = os.path.join(self._dir, "events")
+        os.mkfifo(self.events_path, 0o600)
+        self._r = os.open(self.events_path, os.O_RDONLY | os.O_NONBLOCK)
+        self._w = os.open(self.events_path, os.O_WRONLY | os.O_NONBLOCK)  # no end-of-stream between writers
+        e = dict(os.environ if env is None else env)
+        e.update({EVENTS_ENV: self.events_path, PARENT_ENV: str(os.getpid()), TOKEN_ENV: self.token})
+        e.setdefault("PYTHONFAULTHANDLER", "1")
+        self._log = tempfile.TemporaryFile(mode="w+b")
+        self._oom0 = cgroup_oom_kills()
+        self._buf = b""
+        self._pending: deque[dict] = deque()
+        self.events: list[dict] = []
+        self.closed = False
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE if payload is not None else subprocess.DEVNULL,
+                                     stdout=self._log, stderr=subprocess.STDOUT, env=e, cwd=cwd,
+                                     start_new_session=True)
+        if payload is not None:
+            try:
+                self.proc.stdin.write(payload.encode() if isinstance(payload, str) else payload)
+                self.proc.stdin.close()
+            except (BrokenPipeError, OSError):
+                pass
+
+    # ---- reading ---------------------------------------------------------------------------------
+    def _read(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self._r, 1 << 16)
+            except BlockingIOError:
+                return
+            if not chunk:
+                return
+            events, self._buf = split_events(self._buf + chunk)
+            self._pending.extend(events)
+
+    def next_event(self, deadline: float) -> dict | None:
+        """The next event; None once the child has exited and all it wrote was read; DeadlinePassed after
+        `deadline` (time.monotonic())."""
+        while not self._pending:
+            if self.proc.poll() is not None:
+                self._read()
+                if self._pending:
+                    break
+                return None
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise DeadlinePassed
+            ready, _, _ = select.select([self._r], [], [], min(left, 0.2))
+            if ready:
+                self._read()
+        ev = self._pending.popleft()
+        self.events.append(ev)
+        return ev
+
+    def follow(self, timeout_s: float, on_event: Callable[[dict], float | None] | None = None,
+               on_deadline: Callable[[], str] | None = None) -> Outcome:
+        """Read events until the child exits or the deadline passes (then on_deadline() may explain, and the
+        child is killed). on_event(ev) may return a new timeout, counted from now."""
+        limit = timeout_s
+        deadline = time.monotonic() + timeout_s
+        timed_out, hint = False, ""
+        try:
+            while True:
+                try:
+                    ev = self.next_event(deadline)
+                except DeadlinePassed:
+                    if on_deadline is not None:
+                        hint = on_deadline() or ""
+                    self.kill()
+                    timed_out = True
+                    break
+                if ev is None:
+                    break
+                new = on_event(ev) if on_event is not None else None
+                if new is not None:
+                    limit = new
+                    deadline = time.monotonic() + new
+        except BaseException:
+            self.kill()
+            raise
+        return self.outcome(timed_out=timed_out, limit_s=limit if timed_out else None, hint=hint)
+
+    def outcome(self, *, timed_out: bool = False, limit_s: float | None = None, hint: str = "") -> Outcome:
+        rc = self.wait()
+        oom1 = cgroup_oom_kills()
+        return Outcome(list(self.events), rc, timed_out, limit_s, self.log_tail(),
+                       oom_killed=self._oom0 is not None and oom1 is not None and oom1 > self._oom0, hint=hint)
+
+    def wait(self, timeout_s: float = 30.0) -> int | None:
+        try:
+            return self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return self.proc.wait()
+
+    def log_tail(self, limit: int = LOG_TAIL) -> str:
+        try:
+            self._log.flush()
+            self._log.seek(0, os.SEEK_END)
+            self._log.seek(max(0, self._log.tell() - limit))
+            return self._log.read().decode("utf-8", "replace")
+        except (OSError, ValueError):
+            return ""
+
+    # ---- ending ----------------------------------------------------------------------------------
+    def signal_group(self, sig: int) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, sig)
+
+    def kill(self) -> None:
+        """Kill the child, its process group and every process carrying its token, now."""
+        self.signal_group(signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.kill()
+        self.kill_strays(grace_s=0.0)
+
+    def kill_strays(self, grace_s: float = GRACE_S) -> list[int]:
+        """After the child ended: give what it started `grace_s` to end, then SIGKILL its group and every
+        process with its token; reap those that were re-parented here. Returns the pids killed."""
+        end = time.monotonic() + grace_s
+        left = processes_with_token(self.token)
+        while left and time.monotonic() < end:
+            time.sleep(0.05)
+            left = processes_with_token(self.token)
+        self.signal_group(signal.SIGKILL)
+        me = os.getpid()
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        for pid in left:
+            if pid != self.proc.pid and _parent_of(pid) == me:
+                with contextlib.suppress(ChildProcessError, OSError):
+                    os.waitpid(pid, 0)
+        return left
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.proc.poll() is None:
+            self.kill()
+        self.wait()
+        self.kill_strays()
+        for fd in (self._r, self._w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        with contextlib.suppress(OSError, ValueError):
+            self._log.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
+
+    def __enter__(self) -> Child:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

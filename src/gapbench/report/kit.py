@@ -1,0 +1,294 @@
+"""The renderer kit: every number, gap, interval and label gapbench prints is worded here, once, for
+every output (run, compare, report, history, coverage, scan), and every table goes through one model
+that each format escapes by default.
+
+Nothing here measures or computes a statistic: values, intervals and significance come from the objects
+(Measurement, Stats, Gap) that carry them.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+
+MINUS = "−"
+NO_CI_MARK = "*"
+STYLE_BETTER, STYLE_WORSE, STYLE_NOISE, STYLE_UNKNOWN, STYLE_STATUS = "better", "worse", "noise", "unknown", "status"
+
+
+# ---- numbers ----------------------------------------------------------------------------------------
+
+def fmt_num(x: float | None, digits: int = 4) -> str:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        return "—"
+    if x == 0:
+        return "0"
+    if abs(x) >= 10 ** digits:
+        return f"{x:,.0f}"
+    return f"{x:.{digits}g}"
+
+
+def fmt_pct(x: float) -> str:
+    return f"{x:+.1f}%".replace("-", MINUS)
+
+
+def fmt_size(n: float) -> str:
+    for unit, f in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= f:
+            return f"{n / f:g} {unit}"
+    return f"{n:g} B"
+
+
+def interval_text(ci: tuple[float, float] | list[float] | None) -> str:
+    """'[lo, hi]': an interval as it is, never folded into a ± that would misstate an asymmetric one."""
+    if not ci:
+        return ""
+    return f"[{fmt_num(ci[0])}, {fmt_num(ci[1])}]"
+
+
+def stats_text(value: float | None, stats) -> str:
+    """A median and its 95% CI: 'v [lo, hi]' (the value alone without an interval of n > 1)."""
+    s = fmt_num(value)
+    if stats is not None and stats.n > 1:
+        s += " " + interval_text(stats.ci95)
+    return s
+
+
+def measurement_text(m) -> str:
+    """A measurement's value with its interval, or '-' when it has none."""
+    return stats_text(m.value, m.stats) if m.ok else "-"
+
+
+def variant_text(variant: dict) -> str:
+    """Compact variant label: 'fp32 1024x1024x1024' for GEMM-like variants, 'k=v' pairs otherwise."""
+    v = dict(variant)
+    parts = []
+    if "dtype" in v:
+        parts.append(str(v.pop("dtype")))
+    if all(k in v for k in ("m", "n", "k")):
+        parts.append(f"{v.pop('m')}x{v.pop('n')}x{v.pop('k')}")
+    parts += [f"{k}={v[k]}" for k in sorted(v)]
+    return " ".join(parts)
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """Any text as one line of at most `limit` characters (a reason, a path, a name from a file)."""
+    line = " ".join(str(text).split())
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
+# ---- a comparison's cells, gaps and rows ---------------------------------------------------------------
+
+def cell_text(cell) -> str:
+    return stats_text(cell.value, cell.measurement.stats) if cell.status == "ok" else cell.status
+
+
+def gap_text(gap) -> str:
+    if gap.pct is None:
+        return gap.status or "n/a"
+    if gap.overlap:
+        return "≈ " + fmt_pct(gap.pct)
+    return fmt_pct(gap.pct) + (NO_CI_MARK if gap.overlap is None else "")
+
+
+def gap_style(gap) -> str:
+    """How a gap is drawn, from its data: better, worse, noise (within noise), unknown (no interval), status."""
+    if gap is None or gap.pct is None:
+        return STYLE_STATUS
+    if gap.overlap:
+        return STYLE_NOISE
+    if gap.overlap is None:
+        return STYLE_UNKNOWN
+    return STYLE_BETTER if gap.pct > 0 else STYLE_WORSE if gap.pct < 0 else STYLE_NOISE
+
+
+def row_label(row) -> str:
+    vt = variant_text(row.variant)
+    return f"{row.workload} {vt}" if vt else row.workload
+
+
+def peak_text(cell) -> str:
+    if cell.pct_peak is None:
+        return "—"
+    over = "!" if cell.pct_peak > 100.0 else ""  # above the peak: the peak figure is too low (see the takeaway)
+    return f"{cell.pct_peak:.1f}%{over} {'MFU' if cell.peak_kind == 'MFU' else ''}".strip()
+
+
+# ---- the takeaway -------------------------------------------------------------------------------------
+
+BOUND_TITLES = {"compute": "compute-bound", "memory": "memory-bound", "other": "end-to-end (no FLOP/byte counts)"}
+
+
+def _class_sentence(lead, me: str, base: str) -> str:
+    title = BOUND_TITLES[lead.bound]
+    rng = fmt_pct(lead.lo) if lead.lo == lead.hi else f"{fmt_pct(lead.lo)} to {fmt_pct(lead.hi)}"
+    n = lead.rows
+    rows_word = f"row{'s' * (n > 1)}"
+    unknown = f", {lead.unknown} of unknown significance ({NO_CI_MARK})" if lead.unknown else ""
+    if lead.ahead == 0 and lead.behind == 0:
+        if lead.unknown == n:
+            return f"{title}: significance unknown on {n} {rows_word} ({NO_CI_MARK}), gap {rng}"
+        return f"{title}: no significant difference on {n} {rows_word} (gap {rng}){unknown}"
+    leader, k = (me, lead.ahead) if lead.ahead >= lead.behind else (base, lead.behind)
+    other = lead.behind if leader == me else lead.ahead
+    extra = []
+    if other:
+        extra.append(f"{base if leader == me else me} on {other}")
+    if lead.noise:
+        extra.append(f"{lead.noise} within noise")
+    if lead.unknown:
+        extra.append(f"{lead.unknown} of unknown significance ({NO_CI_MARK})")
+    extra_s = f" ({', '.join(extra)})" if extra else ""
+    return f"{title}: {leader} leads on {k} of {n} {rows_word}{extra_s}, gap {rng}"
+
+
+def takeaway_lines(comp) -> list[str]:
+    """The takeaway of a comparison as sentences."""
+    t = comp.takeaway
+    base = comp.base.name
+    lines = []
+    for pt in t.platforms:
+        me = comp.platforms[pt.platform].name
+        parts = [_class_sentence(c, me, base) for c in pt.classes]
+        if pt.not_comparable:
+            parts.append(f"{pt.not_comparable} row{'s' * (pt.not_comparable > 1)} not comparable (missing or failed)")
+        if parts:
+            lines.append(f"{me} vs {base}: " + "; ".join(parts) + ".")
+    if t.ridges:
+        ridges = "; ".join(f"{'/'.join(ds)}: {fmt_num(r, 3)} FLOP/byte ({src})" for ds, r, src in t.ridges)
+        lines.append(f"Compute- vs memory-bound by arithmetic intensity against the ridge point — {ridges}.")
+    for i in t.over_peak:
+        p = comp.platforms[i]
+        why = (" (a CPU estimate: the clock the OS reports may be the base clock, e.g. in a VM without cpufreq, "
+               "and boost runs above it)" if p.spec is not None and p.spec.estimate else "")
+        lines.append(f"! {p.name}: some rows exceed 100% of the peak{why}; the peak figure is too low there, so "
+                     "read its % of peak as relative only.")
+    if t.any_noise:
+        lines.append("≈ marks a gap whose 95% confidence intervals overlap: it could be noise.")
+    if t.any_unknown:
+        lines.append(f"{NO_CI_MARK} one side has no confidence interval (a published figure or a single sample): "
+                     "significance unknown; such rows are counted apart, never as a lead.")
+    if t.any_published:
+        lines.append("Published gaps are as reported, not measured by gapbench.")
+    return lines
+
+
+# ---- coverage and frameworks side by side --------------------------------------------------------------
+
+def coverage_text(d: dict | None) -> str:
+    if not isinstance(d, dict):
+        return "—"
+    total, native = d.get("total"), d.get("native")
+    if isinstance(total, (int, float)) and isinstance(d.get("skipped"), (int, float)):
+        total = total - d["skipped"]  # native_pct counts the ops tested, not the skipped ones
+    pct = d.get("native_pct")
+    if pct is None and isinstance(total, (int, float)) and total and isinstance(native, (int, float)):
+        pct = native / total * 100.0
+    bad = [f"{d[k]} {k.replace('_', ' ')}" for k in ("cpu_fallback", "unsupported", "wrong_result", "error")
+           if isinstance(d.get(k), (int, float)) and d.get(k)]
+    head = f"{pct:.1f}% native" if isinstance(pct, (int, float)) else "?"
+    head += f" ({native}/{total})" if total is not None else ""
+    return head + (f"; {', '.join(bad)}" if bad else "")
+
+
+def coverage_table(comp) -> Table | None:
+    side = comp.coverage
+    if not side:
+        return None
+    rows = [[fam] + [coverage_text(s.get(fam)) if s is not None else "not audited" for s in side["summaries"]]
+            for fam in side["families"]]
+    return Table(["family"] + [p.name for p in comp.platforms], rows, text_columns=len(comp.platforms) + 1)
+
+
+def framework_text(f: dict | None) -> str:
+    if f is None:
+        return "—"
+    text = str(f.get("status", "?"))
+    if f.get("version"):
+        text += f" {f['version']}"
+    if f.get("reason") and f.get("status") not in ("works", "ok"):
+        text += f" ({f['reason']})"
+    return one_line(text)
+
+
+def frameworks_table(comp) -> Table | None:
+    side = comp.frameworks
+    if not side:
+        return None
+    rows = [[n] + [framework_text(r.get(n)) if r is not None else "not probed" for r in side["rows"]]
+            for n in side["names"]]
+    return Table(["framework"] + [p.name for p in comp.platforms], rows, text_columns=len(comp.platforms) + 1)
+
+
+# ---- tables -----------------------------------------------------------------------------------------
+
+@dataclass
+class Table:
+    """A table of plain strings; `styles` (same shape, or None) names how a cell is drawn (a kit style or a
+    status). Each format escapes the strings itself: a cell is never markup."""
+
+    headers: list[str]
+    rows: list[list[str]]
+    text_columns: int = 1  # left-aligned columns at the start; the rest are numbers
+    title: str = ""
+    styles: list[list[str]] | None = None
+    notes: list[str] = field(default_factory=list)
+    numeric: tuple[int, ...] | None = None  # the numeric (right-aligned) columns, when not all after text_columns
+
+    def is_numeric(self, j: int) -> bool:
+        return j in self.numeric if self.numeric is not None else j >= self.text_columns
+
+    def style(self, i: int, j: int) -> str:
+        if not self.styles:
+            return ""
+        return self.styles[i][j] if i < len(self.styles) and j < len(self.styles[i]) else ""
+
+
+def html_table(t: Table, table_class: str = "") -> str:
+    """A Table as HTML, every string escaped; numeric columns right-aligned, styles as CSS classes."""
+    e = html.escape
+    out = [f'<table class="{e(table_class)}"><thead><tr>' + "".join(f"<th>{e(str(h))}</th>" for h in t.headers)
+           + "</tr></thead><tbody>"]
+    for i, row in enumerate(t.rows):
+        cells = []
+        for j, c in enumerate(row):
+            cls = ["num"] if t.is_numeric(j) else []
+            if t.style(i, j):
+                cls.append(t.style(i, j))
+            attr = f' class="{e(" ".join(cls))}"' if cls else ""
+            cells.append(f"<td{attr}>{e(str(c))}</td>")
+        out.append("<tr>" + "".join(cells) + "</tr>")
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
+def md_cell(s: str) -> str:
+    return str(s).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def md_table(t: Table) -> list[str]:
+    out = ["| " + " | ".join(md_cell(h) for h in t.headers) + " |",
+           "|" + "|".join("---:" if t.is_numeric(j) else ":---" for j in range(len(t.headers))) + "|"]
+    out += ["| " + " | ".join(md_cell(c) for c in row) + " |" for row in t.rows]
+    return out
+
+
+RICH_STYLES = {STYLE_BETTER: "green", STYLE_WORSE: "red", STYLE_NOISE: "dim", STYLE_UNKNOWN: "yellow",
+               STYLE_STATUS: "yellow", "ok": "", "native": "green", "cpu_fallback": "yellow",
+               "unsupported": "magenta", "wrong_result": "red", "error": "red", "skipped": "dim", "too_slow": "yellow",
+               "oom": "red", "timeout": "red", "crashed": "red", "noisy": "yellow", "blocker": "red",
+               "manual": "yellow", "auto": "cyan", "works": "green"}
+
+
+def rich_table(t: Table):
+    """A Table as a rich Table; cells are Text objects, so no string from a file is read as markup."""
+    from rich.table import Table as RichTable
+    from rich.text import Text
+
+    rt = RichTable(title=Text(t.title) if t.title else None, title_justify="left")
+    for j, h in enumerate(t.headers):
+        rt.add_column(Text(str(h)), justify="right" if t.is_numeric(j) else "left", overflow="fold")
+    for i, row in enumerate(t.rows):
+        rt.add_row(*[Text(str(c), style=RICH_STYLES.get(t.style(i, j), "")) for j, c in enumerate(row)])
+    return rt
