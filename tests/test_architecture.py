@@ -94,7 +94,7 @@ def test_every_backend_is_one_module_with_its_backend():
     from gapbench import devices
 
     names = {b.name for b in devices.backends()}
-    assert {"cuda", "rocm", "xpu", "npu", "cpu", "test"} <= names
+    assert {"cuda", "rocm", "xpu", "npu", "mps", "cpu", "test"} <= names
     for b in devices.backends():
         module = sys.modules[type(b).__module__]
         assert module.BACKEND is b and module.__name__.startswith("gapbench.devices.")

@@ -80,6 +80,9 @@ def test_fallback_warnings_name_the_operator():
     assert fallback_ops([text], xpu) == ["aten::linalg_qr.out"]
     assert fallback_ops([text], cpu) == []  # nothing falls back on the CPU itself
     assert fallback_ops(["unrelated warning"], xpu) == []
+    mps = devices.by_name("mps").fallback_patterns
+    assert fallback_ops([text.replace("XPU", "MPS")], mps) == ["aten::linalg_qr.out"]
+    assert fallback_ops([text], mps) == []
 
 
 def test_aggregate_worst_sample_wins_and_counts():
