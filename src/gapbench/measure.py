@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
+from gapbench.devices.watch import Watch
 from gapbench.stats import median
 
 if TYPE_CHECKING:
@@ -99,6 +100,7 @@ class Timing:
     power_w: float | None = None
     energy_source: str | None = None
     cache_flush_bytes: int | None = None  # bytes overwritten before every timed call (None: no flush)
+    host_watch: dict | None = None  # what disturbed the repeats (gapbench.devices.watch), flagged with reasons
 
     @property
     def median_s(self) -> float:
@@ -151,11 +153,14 @@ def time_fn(fn: Callable[[], object], device: Device, budget: Budget | None = No
     flusher = CacheFlusher(device) if flush_cache else None
     counter = device.energy_counter() if measure_energy else None
     timer = device.new_timer()
+    watch = Watch(device)
     device.synchronize()
+    watch.start()
     wall0, e0 = time.perf_counter(), _read(counter)
     samples = [_one_repeat(fn, device, timer, iterations, flusher, agreement) for _ in range(n_repeats)]
     device.synchronize()
     wall, e1 = time.perf_counter() - wall0, _read(counter)
+    watched = watch.stop()
     energy = e1 - e0 if e0 is not None and e1 is not None and e1 >= e0 else None
     return Timing(
         samples=agreement.max_each(samples),
@@ -167,6 +172,7 @@ def time_fn(fn: Callable[[], object], device: Device, budget: Budget | None = No
         power_w=energy / wall if energy is not None and wall > 0 else None,
         energy_source=counter.source if counter is not None and energy is not None else None,
         cache_flush_bytes=flusher.nbytes if flusher is not None else None,
+        host_watch=watched,
     )
 
 

@@ -53,6 +53,19 @@ class Measurement:
     metrics: dict = field(default_factory=dict)  # workload-specific figures (stage split, MFU, estimates…)
     duration_s: float | None = None  # wall time spent measuring this variant
     started_at: str | None = None
+    runs: list | None = None  # the value of each run (independent pass) when several were made, in order
+    host_watch: dict | None = None  # what disturbed the measurement: load, steal, clocks, throttling; flagged
+
+    @property
+    def flagged(self) -> bool:
+        return bool((self.host_watch or {}).get("flagged"))
+
+    @property
+    def run_values(self) -> list[float]:
+        """The values of the independent runs behind this measurement (one when it is a single run)."""
+        if self.runs:
+            return [float(v) for v in self.runs]
+        return [float(self.value)] if self.value is not None else []
 
     def __post_init__(self):
         if self.status not in STATUSES:
@@ -65,6 +78,11 @@ class Measurement:
     @property
     def key(self) -> str:
         return variant_key(self.workload, self.preset, self.variant)
+
+    @property
+    def key_without_preset(self) -> str:
+        """Identity across results files: rows match on workload and variant, not on the preset's name."""
+        return variant_key(self.workload, None, self.variant)
 
     @property
     def ok(self) -> bool:
@@ -89,6 +107,8 @@ class Measurement:
             "metrics": _clean(self.metrics),
             "duration_s": _num(self.duration_s),
             "started_at": self.started_at,
+            **({"runs": [_num(v) for v in self.runs]} if self.runs else {}),
+            **({"host_watch": _clean(self.host_watch)} if self.host_watch else {}),
         }
 
     @classmethod
@@ -131,6 +151,8 @@ class Measurement:
             metrics=d.get("metrics") or {},
             duration_s=d.get("duration_s"),
             started_at=d.get("started_at"),
+            runs=_runs(d.get("runs"), where),
+            host_watch=d["host_watch"] if isinstance(d.get("host_watch"), dict) else None,
         )
 
     def with_status(self, status: str, reason: str) -> Measurement:
@@ -156,6 +178,11 @@ class ResultSet:
     frameworks: list | None = None  # framework support matrix, see docs/schema.md
     options: dict = field(default_factory=dict)  # the run's options (budget, workloads asked for, …)
     path: str | None = None  # where it was loaded from; not serialised
+    merged_from: list = field(default_factory=list)  # run ids of files merged into this one; not serialised
+
+    @property
+    def run_ids(self) -> list[str]:
+        return list(self.merged_from) or [self.run_id]
 
     def __post_init__(self):
         if not self.gapbench_version:
@@ -233,6 +260,49 @@ class ResultSet:
         )
 
 
+def merge_runs(groups: list[list[Measurement]]) -> list[Measurement]:
+    """Measurements of the same variants from independent runs (passes of one `--runs N` run, or several
+    results files of one platform) as one measurement per variant, in order of first appearance.
+
+    The value is the median of the run values (every run's own `runs`, else its value), `runs` lists them
+    all, `stats` is computed over them (n = the number of runs), and `metrics.run_stats` keeps each run's
+    own statistics; the other fields come from the run whose value is nearest the median. A run that failed
+    is listed in `metrics.failed_runs`; only when every run failed is the merged measurement a failure (the
+    last one). A variant seen once, without runs of its own, comes back unchanged.
+    """
+    order: dict[str, list[Measurement]] = {}
+    for group in groups:
+        for m in group:
+            order.setdefault(m.key_without_preset, []).append(m)
+    out = []
+    for ms in order.values():
+        ok = [m for m in ms if m.ok]
+        if len(ms) == 1 and not ms[0].runs:
+            out.append(ms[0])
+        elif not ok:
+            out.append(ms[-1])
+        else:
+            out.append(_merged(ok, [m for m in ms if not m.ok]))
+    return out
+
+
+def _merged(ok: list[Measurement], failed: list[Measurement]) -> Measurement:
+    values = [v for m in ok for v in m.run_values]
+    stats = Stats.from_samples(values)
+    pick = min(ok, key=lambda m: abs(float(m.value) - stats.median))
+    metrics = dict(pick.metrics)
+    metrics["run_stats"] = [m.stats.to_dict() if m.stats else None for m in ok]
+    if failed:
+        metrics["failed_runs"] = [{"status": m.status, "reason": m.reason} for m in failed]
+    watched = [m.host_watch for m in ok if m.host_watch]
+    watch = None
+    if watched:
+        reasons = [f"run {i + 1}: {r}" for i, m in enumerate(ok) for r in (m.host_watch or {}).get("reasons", [])]
+        watch = {"flagged": bool(reasons), "reasons": reasons, "runs": watched}
+    return replace(pick, value=stats.median, stats=stats, runs=values, metrics=metrics, host_watch=watch,
+                   duration_s=sum(m.duration_s or 0.0 for m in ok) or None)
+
+
 def load(path: str | os.PathLike) -> ResultSet:
     """Read and validate a results file; raise ResultFileError naming the file and field."""
     p = str(path)
@@ -274,6 +344,15 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
         except OSError:
             pass
         raise
+
+
+def _runs(x, where: str) -> list[float] | None:
+    if x is None:
+        return None
+    if not isinstance(x, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+                                          for v in x):
+        raise ValueError(f"{where}.runs: expected a list of finite numbers")
+    return [float(v) for v in x] or None
 
 
 def _num(x):

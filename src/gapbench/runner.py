@@ -19,7 +19,7 @@ from gapbench.engine.journal import Journal, journal_path
 from gapbench.engine.workload import Reporter, attempt, launch_worker, run_workload
 from gapbench.errors import GapbenchError
 from gapbench.measure import DEFAULT_BUDGET
-from gapbench.results import Measurement, ResultSet, load, now_iso, save
+from gapbench.results import Measurement, ResultSet, load, merge_runs, now_iso, save
 
 __all__ = ["RunPlan", "Reporter", "Interrupted", "build_plan", "run_suite", "read_journal", "journal_path",
            "default_output", "describe_files"]
@@ -51,6 +51,7 @@ class RunPlan:
     threads: int | None = None
     memory_limit_bytes: int | None = None
     label: str | None = None
+    runs: int = 1  # independent passes over the workloads, interleaved (A B A B …), each in fresh workers
     nproc: int | None = None  # ranks to start on this host through torch's elastic launcher (gapbench.distributed)
     backend: str | None = None  # torch.distributed backend; default per device (nccl, gloo, hccl, xccl)
 
@@ -95,6 +96,8 @@ def build_plan(*, device: str | None = None, suite: str | None = None, workload_
             presets = list(workloads.get(name).presets)
         if preset is not None and preset not in presets:
             raise GapbenchError(f"unknown preset {preset!r} for workload {name!r}; known: {', '.join(presets)}")
+    if int(kw.get("runs") or 1) < 1:
+        raise GapbenchError(f"--runs must be at least 1, not {kw.get('runs')}")
     if kw.get("nproc") is not None:
         from gapbench.distributed.launch import check_nproc
 
@@ -120,7 +123,7 @@ def run_suite(plan: RunPlan | None = None, *, output: str | None = None, resume:
     rank = _external_rank()
     if rank and not _rank_scratch:  # one rank of an external torchrun job, not rank 0: run along, keep nothing
         return _run_as_follower(rank, plan, reporter, plan_kw)
-    done: dict[str, Measurement] = {}
+    done: dict[tuple[int, str], Measurement] = {}
     header: dict | None = None
     if resume:
         output = resume
@@ -136,19 +139,22 @@ def run_suite(plan: RunPlan | None = None, *, output: str | None = None, resume:
         header = {"event": "header", "run_id": ResultSet(host={}, device={}).run_id, "started_at": now_iso(),
                   "plan": plan.to_dict(), "host": host}
     # a fresh journal, or the resumed one rewritten: a line a kill tore stays out of it
-    journal.start(header, [{"event": "measurement", "measurement": m.to_dict()} for m in done.values()])
+    journal.start(header, [{"event": "measurement", "pass": p, "measurement": m.to_dict()}
+                           for (p, _), m in done.items()])
     rs = ResultSet(host=header.get("host") or host, device={}, suite=plan.suite, label=plan.label,
                    run_id=header["run_id"], started_at=header["started_at"],
                    options={k: v for k, v in plan.to_dict().items() if k != "entries"} | {
                        "workloads": [f"{n}:{p}" if p else n for n, p in plan.entries]})
-    rs.measurements = list(done.values())
+    passes: dict[tuple[int, str], Measurement] = dict(done)
     try:
-        identity = _run_entries(plan, rs, journal, set(done), reporter) or header.get("device")
+        identity = _run_entries(plan, passes, journal, set(done), reporter) or header.get("device")
     except KeyboardInterrupt:
+        rs.measurements = _by_variant(passes)
         rs.device = header.get("device") or devices.resolve(plan.device).identity()
         rs.finished_at = now_iso()
         save(rs, output)
         raise Interrupted(output) from None
+    rs.measurements = _by_variant(passes)
     rs.device = identity or devices.resolve(plan.device).identity()
     if plan.suite == "parity" or plan.options.get("frameworks"):
         from gapbench.frameworks import probe_all  # each framework in its own subprocess, never installs
@@ -165,24 +171,34 @@ def run_suite(plan: RunPlan | None = None, *, output: str | None = None, resume:
     return rs
 
 
-def _run_entries(plan: RunPlan, rs: ResultSet, journal: Journal, done: set[str], reporter: Reporter) -> dict | None:
-    """Every workload of the plan in turn, each finished measurement journaled at once; the device identity."""
+def _by_variant(passes: dict[tuple[int, str], Measurement]) -> list[Measurement]:
+    """One measurement per variant: a single pass as it is, several passes merged (results.merge_runs)."""
+    n = 1 + max((p for p, _ in passes), default=0)
+    groups = [[m for (p, _), m in passes.items() if p == i] for i in range(n)]
+    return merge_runs(groups) if n > 1 else groups[0] if groups else []
+
+
+def _run_entries(plan: RunPlan, passes: dict, journal: Journal, done: set, reporter: Reporter) -> dict | None:
+    """Every workload of the plan in turn, pass after pass (A B A B …: a slow drift of the machine affects
+    every workload alike), each in fresh workers; each finished measurement journaled at once."""
     identity = None
     launch = _launcher(plan)
-
-    def on_result(m: Measurement) -> None:
-        journal.append({"event": "measurement", "measurement": m.to_dict()})
-        rs.measurements.append(m)
-        reporter.variant_done(m)
-
+    runs = max(1, int(plan.runs or 1))
     t_start = time.monotonic()
-    for i, (name, preset) in enumerate(plan.entries):
+    steps = [(p, name, preset) for p in range(runs) for name, preset in plan.entries]
+    for i, (p, name, preset) in enumerate(steps):
+        def on_result(m: Measurement, p=p) -> None:
+            journal.append({"event": "measurement", "pass": p, "measurement": m.to_dict()})
+            passes[(p, m.key)] = m
+            reporter.variant_done(m)
+
         workload_budget = None
         if plan.budget_s:
             left = plan.budget_s - (time.monotonic() - t_start)
-            workload_budget = max(left, 1.0) / (len(plan.entries) - i)
-        reporter.workload_started(name, preset)
-        ident = run_workload(_job(plan, name, preset, workload_budget, done), launch,
+            workload_budget = max(left, 1.0) / (len(steps) - i)
+        reporter.workload_started(name if runs == 1 else f"{name} (run {p + 1}/{runs})", preset)
+        skip = {key for (q, key) in done if q == p}
+        ident = run_workload(_job(plan, name, preset, workload_budget, skip), launch,
                              timeout_s=plan.timeout_s, reporter=reporter, on_result=on_result)
         if ident and not identity:
             identity = ident
@@ -215,10 +231,11 @@ def _record_history(rs: ResultSet, reporter: Reporter) -> None:
         reporter.note(f"warning: could not record the run in the history database: {e}")
 
 
-def read_journal(output: str) -> tuple[dict, dict[str, Measurement]]:
-    """The header and finished measurements of an interrupted run (journal, else the partial file)."""
+def read_journal(output: str) -> tuple[dict, dict[tuple[int, str], Measurement]]:
+    """The header and finished measurements, by (pass, variant key), of an interrupted run (journal, else the
+    partial file)."""
     journal = Journal(journal_path(output))
-    done: dict[str, Measurement] = {}
+    done: dict[tuple[int, str], Measurement] = {}
     if journal.exists():
         contents = journal.read(is_header=lambda o: o.get("event") == "header", what="run journal")
         header = contents.header
@@ -230,21 +247,25 @@ def read_journal(output: str) -> tuple[dict, dict[str, Measurement]]:
             elif ev.get("event") == "measurement":
                 try:
                     m = Measurement.from_dict(ev["measurement"])
+                    p = int(ev.get("pass") or 0)
                 except (ValueError, KeyError, TypeError):
                     continue  # an entry that does not read is measured again
-                done[m.key] = m
+                done[(p, m.key)] = m
         return header, done
     if not os.path.exists(output):
         raise GapbenchError(f"cannot resume {output}: neither it nor its journal {journal.path} exists")
     rs = load(output)
     if "workloads" not in rs.options or "device" not in rs.options:
         raise GapbenchError(f"cannot resume {output}: it does not record its run plan")
+    if int(rs.options.get("runs") or 1) > 1:
+        raise GapbenchError(f"cannot resume {output} without its journal: its {rs.options['runs']} runs are merged "
+                            "in the file")
     plan = dict(rs.options)
     plan["entries"] = [list(workloads.parse_spec(s)) for s in rs.options.get("workloads", [])]
     header = {"event": "header", "run_id": rs.run_id, "started_at": rs.started_at, "plan": plan,
               "host": rs.host, "device": rs.device}
     for m in rs.measurements:
-        done.setdefault(m.key, m)
+        done.setdefault((0, m.key), m)
     return header, done
 
 

@@ -1,4 +1,5 @@
-"""Summary statistics of repeated samples: median, IQR, a distribution-free 95% CI and a noise flag.
+"""Summary statistics of repeated samples: median, IQR, a distribution-free confidence interval of the
+median with the coverage it really has, a noise flag; and the comparison of two sets of run values.
 
 A Stats object is computed once, where the samples are, and travels with the measurement; renderers
 never recompute it.
@@ -23,6 +24,7 @@ class Stats:
     ci95: tuple[float, float]
     mean: float
     stdev: float
+    ci_level: float = 0.95  # the coverage the interval actually has (below 0.95 with fewer than 6 samples)
 
     @property
     def noisy(self) -> bool:
@@ -48,6 +50,7 @@ class Stats:
             ci95=median_ci95(xs),
             mean=statistics.fmean(xs),
             stdev=statistics.stdev(xs) if n > 1 else 0.0,
+            ci_level=median_ci_level(n),
         )
 
     def to_dict(self) -> dict:
@@ -67,6 +70,7 @@ class Stats:
             ci95=(float(d["ci95"][0]), float(d["ci95"][1])),
             mean=float(d.get("mean", d["median"])),
             stdev=float(d.get("stdev", 0.0)),
+            ci_level=float(d["ci_level"]) if d.get("ci_level") is not None else median_ci_level(int(d["n"])),
         )
 
 
@@ -85,6 +89,29 @@ def _quantile(xs: list[float], q: float) -> float:
     return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
 
 
+def _order_statistic_index(n: int) -> int:
+    """j (1-based) of the interval [x_(j), x_(n-j+1)]: the largest j with P(X < j) <= 2.5%, X ~ Binomial(n, 1/2);
+    1 (the range) when even that misses 95%."""
+    cdf, j = 0.0, 0
+    for k in range(n + 1):
+        p = math.comb(n, k) / 2**n
+        if cdf + p > 0.025:
+            break
+        cdf += p
+        j = k + 1
+    return max(j, 1)
+
+
+def median_ci_level(n: int) -> float:
+    """The coverage of median_ci95's interval for n samples: 1 - 2·P(X < j). With fewer than 6 samples the
+    interval is the range, whose coverage is 1 - 2^(1-n) (75% at n = 3, 87.5% at n = 4, 93.75% at n = 5)."""
+    if n < 2:
+        return 0.0
+    j = _order_statistic_index(n)
+    below = sum(math.comb(n, k) for k in range(j)) / 2**n
+    return 1.0 - 2.0 * below
+
+
 def median_ci95(xs: list[float]) -> tuple[float, float]:
     """Distribution-free 95% CI of the median from order statistics (binomial, p=1/2).
 
@@ -95,14 +122,121 @@ def median_ci95(xs: list[float]) -> tuple[float, float]:
     n = len(xs)
     if n < 6:
         return (xs[0], xs[-1])
-    # largest j (1-based) such that P(X < j) <= 2.5%, X ~ Binomial(n, 1/2); interval [x_(j), x_(n-j+1)]
-    cdf = 0.0
-    j = 0
-    for k in range(n + 1):
-        p = math.comb(n, k) / 2**n
-        if cdf + p > 0.025:
-            break
-        cdf += p
-        j = k + 1
-    j = max(j, 1)
+    j = _order_statistic_index(n)
     return (xs[j - 1], xs[n - j])
+
+
+# ---- the gap between two sets of independent runs --------------------------------------------------------
+
+@dataclass(frozen=True)
+class RunGap:
+    """value/baseline as a ratio with its interval, from the runs of each side, and how it was judged."""
+
+    ratio: float
+    lo: float
+    hi: float
+    level: float  # the interval's confidence level
+    basis: str  # "runs" (Welch's t on log values) or "allowance" (a known run-to-run spread, single runs)
+    runs: tuple[int, int]  # runs on each side
+
+    @property
+    def significant(self) -> bool:
+        return self.lo > 1.0 or self.hi < 1.0
+
+
+def compare_runs(values: list[float], baseline: list[float], allowance: float | None = None,
+                 level: float = 0.95) -> RunGap | None:
+    """The ratio of two sides' geometric means with a `level` interval.
+
+    With two or more positive runs on both sides: Welch's t interval on the difference of the log values
+    (run-to-run noise is multiplicative). With one run on a side: the other side's run spread (pooled, its
+    degrees of freedom) when it has runs, else `allowance` — the standard deviation of log values between runs
+    of this kind of device — as a known spread (normal interval). None when no interval can be given.
+    """
+    a = [math.log(v) for v in values if v > 0]
+    b = [math.log(v) for v in baseline if v > 0]
+    if not a or not b:
+        return None
+    d = statistics.fmean(a) - statistics.fmean(b)
+    na, nb = len(a), len(b)
+    if na >= 2 and nb >= 2:
+        va, vb = statistics.variance(a), statistics.variance(b)
+        se = math.sqrt(va / na + vb / nb)
+        df = _welch_df(va, na, vb, nb)
+        q = t_quantile(0.5 + level / 2, df) if df > 0 else float("inf")
+        basis = "runs"
+    elif max(na, nb) >= 2:
+        many = a if na >= 2 else b
+        s = statistics.stdev(many)
+        se = s * math.sqrt(1 / na + 1 / nb)
+        q = t_quantile(0.5 + level / 2, len(many) - 1)
+        basis = "runs"
+    elif allowance is not None:
+        se = allowance * math.sqrt(2.0)
+        q = normal_quantile(0.5 + level / 2)
+        basis = "allowance"
+    else:
+        return None
+    if se == 0:
+        return RunGap(math.exp(d), math.exp(d), math.exp(d), level, basis, (na, nb))
+    return RunGap(math.exp(d), math.exp(d - q * se), math.exp(d + q * se), level, basis, (na, nb))
+
+
+def _welch_df(va: float, na: int, vb: float, nb: int) -> float:
+    num = (va / na + vb / nb) ** 2
+    den = (va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1)
+    return num / den if den > 0 else float(na + nb - 2)
+
+
+def normal_quantile(p: float) -> float:
+    return statistics.NormalDist().inv_cdf(p)
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Student's t quantile (bisection on the CDF, through the regularized incomplete beta function)."""
+    if df == float("inf") or df > 1e6:
+        return normal_quantile(p)
+    lo, hi = -1e3, 1e3
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        if t_cdf(mid, df) < p:
+            lo = mid
+        else:
+            hi = mid
+    return (lo + hi) / 2
+
+
+def t_cdf(t: float, df: float) -> float:
+    x = df / (df + t * t)
+    tail = 0.5 * _betainc(df / 2, 0.5, x)
+    return 1 - tail if t > 0 else tail
+
+
+def _betainc(a: float, b: float, x: float) -> float:
+    """The regularized incomplete beta function I_x(a, b) (continued fraction, Lentz's method)."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    ln_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log(1 - x)
+    if x > (a + 1) / (a + b + 2):
+        return 1.0 - _betainc(b, a, 1 - x)
+    tiny = 1e-300
+    f, c, d = 1.0, 1.0, 0.0
+    for i in range(400):
+        m = i // 2
+        if i == 0:
+            num = 1.0
+        elif i % 2 == 0:
+            num = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
+        else:
+            num = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
+        d = 1.0 + num * d
+        d = tiny if abs(d) < tiny else d
+        d = 1.0 / d
+        c = 1.0 + num / c
+        c = tiny if abs(c) < tiny else c
+        f *= c * d
+        if abs(1.0 - c * d) < 1e-14:
+            break
+    return math.exp(ln_front) * (f - 1.0) / a

@@ -305,3 +305,47 @@ def workloads(db_path: str | os.PathLike | None = None) -> list[tuple[str, int]]
             "SELECT workload, COUNT(*) FROM measurements GROUP BY workload ORDER BY workload")]
     finally:
         conn.close()
+
+
+def run_spread(device: dict, workload: str, variant: dict, *, exclude_runs: tuple[str, ...] = (),
+               db_path: str | os.PathLike | None = None, limit: int = 20, minimum: int = 3) -> tuple[float, int] | None:
+    """How much this row moved between earlier runs of the same stack: (standard deviation of the log values,
+    runs) over the last `limit` ok runs of the same workload and variant on the same device product, type,
+    torch version and (on the CPU) thread count; None with fewer than `minimum` runs or no database."""
+    import math
+    import statistics
+
+    path = Path(db_path) if db_path is not None else default_path()
+    if not path.is_file():
+        return None
+    try:
+        conn = connect(path)
+    except GapbenchError:
+        return None
+    try:
+        rows = conn.execute(
+            "SELECT m.value, r.run_id, r.device_json FROM measurements m JOIN runs r ON r.run_id = m.run_id "
+            "WHERE m.workload = ? AND m.variant = ? AND m.status = 'ok' AND m.value > 0 AND r.device_type IS ? "
+            "AND r.device_product IS ? AND r.torch_version IS ? ORDER BY r.started_at DESC, m.id DESC",
+            (workload, json.dumps(variant, sort_keys=True), device.get("type"), device.get("product"),
+             device.get("torch"))).fetchall()
+    except sqlite3.Error:
+        return None
+    finally:
+        conn.close()
+    values = []
+    for value, run_id, device_json in rows:
+        if run_id in exclude_runs:
+            continue
+        try:
+            threads = json.loads(device_json or "{}").get("threads")
+        except (TypeError, ValueError, AttributeError):
+            threads = None
+        if threads != device.get("threads"):
+            continue
+        values.append(math.log(value))
+        if len(values) >= limit:
+            break
+    if len(values) < minimum:
+        return None
+    return statistics.stdev(values), len(values)

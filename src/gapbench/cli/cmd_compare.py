@@ -7,6 +7,7 @@ import sys
 from rich.markup import escape
 
 from gapbench.cli._output import err, out
+from gapbench.cli._inputs import add_label_argument, platform_inputs
 from gapbench.compare import compare, parse_prices
 from gapbench.report import render
 from gapbench.report.terminal import terminal_renderables
@@ -18,8 +19,7 @@ def add_arguments(p) -> None:
     p.add_argument("files", nargs="*", metavar="FILE", help="results files written by `gapbench run`")
     p.add_argument("--baseline", metavar="FILE|NAME", help="the input the gaps are measured against "
                    "(default: the first file, or the reference when --ref is given)")
-    p.add_argument("--label", action="append", default=[], metavar="NAME",
-                   help="name the inputs in order (repeatable; default: the run's label or device product)")
+    add_label_argument(p)
     p.add_argument("--ref", action="append", default=[], metavar="NAME",
                    help="add published reference results as a platform (see `gapbench specs --refs`)")
     p.add_argument("--format", choices=("terminal", "md", "csv", "json"), default="terminal")
@@ -29,8 +29,9 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
-    comp = compare(args.files, baseline=args.baseline, labels=args.label, refs=args.ref,
-                   prices=parse_prices(args.price))
+    inputs, labels = platform_inputs(args.files, args.label)
+    comp = compare(inputs, baseline=args.baseline, labels=labels, refs=args.ref, prices=parse_prices(args.price),
+                   allow_flagged=args.allow_flagged)
     fmt = "json" if args.json else args.format
     if fmt == "terminal":
         for w in comp.warnings:

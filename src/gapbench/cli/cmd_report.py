@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from gapbench.cli._inputs import add_label_argument, platform_inputs
 from gapbench.compare import compare, parse_prices
 from gapbench.errors import GapbenchError
 from gapbench.report import render
@@ -13,13 +14,13 @@ HELP = "write a self-contained HTML report (gap table, plots, roofline, environm
 
 
 def add_arguments(p) -> None:
-    p.add_argument("files", nargs="+", metavar="FILE", help="results files written by `gapbench run`")
+    p.add_argument("files", nargs="*", metavar="FILE", help="results files written by `gapbench run`")
     p.add_argument("-o", "--output", default="gapbench-report.html", help="where to write (default: %(default)s; "
                    "'-' for stdout)")
     p.add_argument("--format", choices=("html", "md", "csv", "json"), default=None,
                    help="default: from the output's extension (.md, .csv, .json), else html")
     p.add_argument("--baseline", metavar="FILE|NAME")
-    p.add_argument("--label", action="append", default=[], metavar="NAME")
+    add_label_argument(p)
     p.add_argument("--ref", action="append", default=[], metavar="NAME")
     p.add_argument("--price", action="append", default=[], metavar="NAME=USD_PER_HOUR")
     p.add_argument("--title", default="gapbench report")
@@ -27,8 +28,9 @@ def add_arguments(p) -> None:
 
 def main(args) -> int:
     fmt = args.format or {".md": "md", ".csv": "csv", ".json": "json"}.get(Path(args.output).suffix.lower(), "html")
-    comp = compare(args.files, baseline=args.baseline, labels=args.label, refs=args.ref,
-                   prices=parse_prices(args.price))
+    inputs, labels = platform_inputs(args.files, args.label)
+    comp = compare(inputs, baseline=args.baseline, labels=labels, refs=args.ref, prices=parse_prices(args.price),
+                   allow_flagged=args.allow_flagged)
     for w in comp.warnings:
         print(f"gapbench: warning: {w}", file=sys.stderr)
     text = render(None, format=fmt, comparison=comp, title=args.title)

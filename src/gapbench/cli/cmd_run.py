@@ -36,6 +36,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-time", type=float, default=None, metavar="SECONDS",
                    help="minimum measured time per repeat (default 0.1)")
     p.add_argument("--repeats", type=int, default=None, help="repeats per variant (default 7)")
+    p.add_argument("--runs", type=int, default=None, metavar="N",
+                   help="N independent runs (passes), workloads interleaved across them, each in fresh workers; "
+                        "compare then judges gaps by the spread between runs (default 1)")
     p.add_argument("--threads", type=int, help="CPU threads for the workloads (torch.set_num_threads)")
     p.add_argument("--memory-limit", type=float, metavar="GIB",
                    help="address-space limit of each CPU worker (default 85%% of RAM); exceeding it is `oom`")
@@ -141,7 +144,7 @@ def _plan(args, runner):
         timeout_s=args.timeout, min_time_s=args.min_time or 0.1, repeats=args.repeats or 7,
         threads=args.threads, label=args.label,
         memory_limit_bytes=int(args.memory_limit * 2**30) if args.memory_limit else None,
-        nproc=args.nproc, backend=args.backend,
+        nproc=args.nproc, backend=args.backend, runs=args.runs or 1,
     )
 
 

@@ -15,7 +15,7 @@ import sys
 import types
 
 from gapbench import specs as specs_mod
-from gapbench.compare.gaps import Gap, gap_pct, intervals_overlap
+from gapbench.compare.gaps import RUN_TO_RUN_SPREAD, Gap, gap_pct, intervals_overlap, judge
 from gapbench.compare.model import (
     Cell,
     ClassLead,
@@ -39,7 +39,7 @@ from gapbench.compare.references import published_for, reference_matches, refere
 from gapbench.compare.sides import coverage_side, frameworks_side
 from gapbench.compare.takeaway import ridge_of, takeaway
 from gapbench.errors import GapbenchError
-from gapbench.results import Measurement, ResultSet, load
+from gapbench.results import Measurement, ResultSet, load, merge_runs
 
 __all__ = ["compare", "Comparison", "Platform", "Row", "Cell", "Gap", "Takeaway", "PlatformTakeaway", "ClassLead",
            "gap_pct", "intervals_overlap", "flop_rate", "byte_rate", "time_per_iter", "arithmetic_intensity",
@@ -77,16 +77,53 @@ def _row_key(m: Measurement) -> tuple[str, str]:
     return m.workload, json.dumps(m.variant, sort_keys=True, separators=(",", ":"), default=str)
 
 
-def _as_result_sets(result_sets) -> list[ResultSet]:
-    out = []
-    for x in result_sets:
-        if isinstance(x, ResultSet):
-            out.append(x)
-        elif isinstance(x, (str, os.PathLike)):
-            out.append(load(x))
-        else:
-            raise GapbenchError(f"cannot compare {type(x).__name__}: expected a ResultSet or a results file path")
-    return out
+def _as_result_set(x) -> ResultSet:
+    if isinstance(x, ResultSet):
+        return x
+    if isinstance(x, (str, os.PathLike)):
+        return load(x)
+    raise GapbenchError(f"cannot compare {type(x).__name__}: expected a ResultSet or a results file path")
+
+
+def _platform_sets(items, by_run_label: bool = True) -> list[ResultSet]:
+    """One ResultSet per platform: a list of inputs is one platform measured in several runs, and so are inputs
+    that carry the same run label (unless the caller names the inputs itself)."""
+    groups: list[list[ResultSet]] = []
+    by_label: dict[str, int] = {}
+    for x in items:
+        members = [_as_result_set(y) for y in x] if isinstance(x, (list, tuple)) else [_as_result_set(x)]
+        if not members:
+            raise GapbenchError("an empty group of results files")
+        label = members[0].label if len({m.label for m in members}) == 1 else None
+        if (by_run_label and not isinstance(x, (list, tuple)) and label and label in by_label
+                and members[0].run_id not in {rs.run_id for rs in groups[by_label[label]]}):
+            groups[by_label[label]] += members
+            continue
+        if label:
+            by_label.setdefault(label, len(groups))
+        groups.append(members)
+    return [g[0] if len(g) == 1 else merge_result_sets(g) for g in groups]
+
+
+def merge_result_sets(group: list[ResultSet]) -> ResultSet:
+    """Several results files of one platform as one: every row's runs from every file (results.merge_runs)."""
+    first = group[0]
+    devices = {json.dumps({k: rs.device.get(k) for k in ("type", "product", "arch")}, sort_keys=True) for rs in group}
+    if len(devices) > 1:
+        raise GapbenchError(f"files given as one platform ran on different devices: "
+                            f"{', '.join(str(rs.path or rs.run_id) for rs in group)}")
+    versions = {rs.schema_version for rs in group}
+    merged = ResultSet(host=first.host, device=first.device, suite=first.suite, label=first.label or first.name,
+                       run_id="+".join(rs.run_id for rs in group), started_at=first.started_at,
+                       complete=all(rs.complete for rs in group), gapbench_version=first.gapbench_version,
+                       schema_version=versions.pop() if len(versions) == 1 else first.schema_version,
+                       coverage=next((rs.coverage for rs in group if rs.coverage), None),
+                       frameworks=next((rs.frameworks for rs in group if rs.frameworks), None),
+                       options=dict(first.options) | {"files": [rs.path or rs.run_id for rs in group]})
+    merged.measurements = merge_runs([rs.measurements for rs in group])
+    merged.path = first.path
+    merged.merged_from = [rs.run_id for rs in group]
+    return merged
 
 
 def _unique_names(names: list[str], sets: list[ResultSet]) -> list[str]:
@@ -160,17 +197,31 @@ def _cell(m: Measurement | None, platform: Platform) -> Cell:
     return Cell(m, "ok", "", pct, kind, power, per_watt, per_dollar)
 
 
-def _gap(cell: Cell, base: Cell, higher_is_better: bool) -> Gap:
+def _gap(cell: Cell, base: Cell, higher_is_better: bool, spread: float | None, allow_flagged: bool) -> Gap:
     if cell.status != "ok":
         return Gap(None, None, cell.status)
     if base.status != "ok":
         return Gap(None, None, f"baseline {base.status}")
     if cell.measurement.unit != base.measurement.unit:
         return Gap(None, None, "unit differs")
-    pct = gap_pct(cell.value, base.value, higher_is_better)
-    if pct is None:
+    if gap_pct(cell.value, base.value, higher_is_better) is None:
         return Gap(None, None, "n/a (zero)")
-    return Gap(pct, intervals_overlap(cell.measurement.stats, base.measurement.stats))
+    return judge(cell.measurement, base.measurement, higher_is_better, spread, allow_flagged)
+
+
+def _spread(platform: Platform, m: Measurement, history: bool) -> float | None:
+    """The run-to-run spread to assume for a single run of this row on this platform: what the history
+    measured for it, else the default of its device class; None for a published figure (no runs at all)."""
+    if platform.reference:
+        return None
+    rs = platform.result_set
+    if history:
+        from gapbench import store
+
+        found = store.run_spread(platform_identity(rs), m.workload, m.variant, exclude_runs=tuple(rs.run_ids))
+        if found is not None:
+            return found[0]
+    return RUN_TO_RUN_SPREAD["cpu" if rs.device.get("type") == "cpu" else "accelerator"]
 
 
 def _input_warnings(sets: list[ResultSet], names: list[str]) -> list[str]:
@@ -220,7 +271,17 @@ def _line_up(all_sets: list[ResultSet]) -> tuple[list[tuple[str, str]], list[dic
     return list(order), by_set
 
 
-def _rows(platforms: list[Platform], base_i: int, order, by_set) -> list[Row]:
+def _pair_spread(platforms, i: int, base_i: int, ms: list, history: bool) -> float | None:
+    if ms[i] is None or ms[base_i] is None:
+        return None
+    a, b = _spread(platforms[i], ms[i], history), _spread(platforms[base_i], ms[base_i], history)
+    if a is None or b is None:
+        return None
+    return math.sqrt((a * a + b * b) / 2)
+
+
+def _rows(platforms: list[Platform], base_i: int, order, by_set, history: bool = True,
+          allow_flagged: bool = False) -> list[Row]:
     rows = []
     ridges: dict[str, float] = {}
     specs = [p.spec for p in platforms]
@@ -230,7 +291,8 @@ def _rows(platforms: list[Platform], base_i: int, order, by_set) -> list[Row]:
         lead = ms[base_i] if ms[base_i] is not None else first
         hib = lead.higher_is_better
         cells = [_cell(m, platforms[i]) for i, m in enumerate(ms)]
-        gaps = {i: _gap(c, cells[base_i], hib) for i, c in enumerate(cells) if i != base_i} if len(platforms) > 1 else {}
+        gaps = {i: _gap(c, cells[base_i], hib, _pair_spread(platforms, i, base_i, ms, history), allow_flagged)
+                for i, c in enumerate(cells) if i != base_i} if len(platforms) > 1 else {}
         d = measurement_dtype(lead)
         if d not in ridges:
             ridges[d] = ridge_of(platforms, base_i, d)[0]
@@ -243,14 +305,18 @@ def _rows(platforms: list[Platform], base_i: int, order, by_set) -> list[Row]:
 
 
 def compare(result_sets, baseline=None, labels: list[str] | None = None, refs: list[str] | None = None,
-            prices: dict[str, float] | None = None) -> Comparison:
-    """Line up result sets (ResultSet objects or paths) into a gap table against a baseline.
+            prices: dict[str, float] | None = None, allow_flagged: bool = False, history: bool = True) -> Comparison:
+    """Line up result sets into a gap table against a baseline.
 
+    result_sets: ResultSet objects or paths, one platform each — or a list of them for one platform measured in
+    several runs (several files); files that carry the same run label are one platform too.
     baseline: index, path, platform name/label, run id or ResultSet; default the first input, or the first
     reference when refs are given. labels name the inputs in order. refs are reference platform keys
     (specs/references.toml). prices: {name: USD per hour} (name = label, platform name, file stem or spec key).
+    allow_flagged: give verdicts on rows the host watch flagged. history: use the history database's measured
+    run-to-run spread for single runs.
     """
-    sets = _as_result_sets(list(result_sets))
+    sets = _platform_sets(list(result_sets), by_run_label=not labels)
     if not sets and not refs:
         raise GapbenchError("nothing to compare: give at least one results file")
     versions = sorted({rs.schema_version for rs in sets})
@@ -260,7 +326,7 @@ def compare(result_sets, baseline=None, labels: list[str] | None = None, refs: l
     labels = list(labels or [])
     if len(labels) > len(sets):
         raise GapbenchError(f"{len(labels)} labels for {len(sets)} input(s): give at most one --label per file")
-    names = [labels[i] if i < len(labels) else rs.name for i, rs in enumerate(sets)]
+    names = [labels[i] if i < len(labels) and labels[i] else rs.name for i, rs in enumerate(sets)]
     ref_sets = [reference_result_set(r, like=sets) for r in (refs or [])]
     all_sets = sets + ref_sets
     names = _unique_names(names + [rs.label for rs in ref_sets], all_sets)
@@ -268,7 +334,7 @@ def compare(result_sets, baseline=None, labels: list[str] | None = None, refs: l
     warnings = [] if len(all_sets) >= 2 else ["only one input: showing its values, no gaps"]
     warnings += _input_warnings(sets, names)
     platforms = _platforms(all_sets, names, prices or {})
-    rows = _rows(platforms, base_i, *_line_up(all_sets))
+    rows = _rows(platforms, base_i, *_line_up(all_sets), history=history, allow_flagged=allow_flagged)
     if len(all_sets) > 1 and rows and not any(g.pct is not None for r in rows for g in r.gaps.values()):
         warnings.append("no row has a number on both sides: the inputs share no successfully measured "
                         "workload variant, so there is no gap to show")

@@ -1,10 +1,16 @@
-"""The gap between two measurements and whether it could be noise.
+"""The gap between two measurements, its interval, and whether it could be noise.
 
 Sign convention, everywhere: a gap > 0 means the platform did better than the baseline, whatever the
 unit's direction. For higher-is-better units (throughput) gap = value/baseline - 1; for lower-is-better
 units (latency, time) gap = baseline/value - 1, i.e. the gap in speed (a 5 ms latency against 10 ms is
-+100%, exactly as a throughput twice the baseline's is). A gap is "within noise" when the two 95%
-confidence intervals overlap.
++100%, exactly as a throughput twice the baseline's is).
+
+The verdict comes from independent runs, because a measurement's own confidence interval (over its repeats
+inside one run) does not cover what changes between runs. With two or more runs on each side the interval
+of the gap is Welch's t interval on the log values of the runs (95%); with a single run on a side it uses the
+run-to-run spread of that kind of device (RUN_TO_RUN_SPREAD, or what the history database measured for this
+row on this stack); a gap is significant when its interval excludes 0. A side measured on a disturbed host
+(the host watch flagged it) gets no verdict unless the user allows it.
 """
 
 from __future__ import annotations
@@ -12,14 +18,26 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from gapbench.stats import Stats
+from gapbench.results import Measurement
+from gapbench.stats import Stats, compare_runs
+
+# The standard deviation of log values between independent runs of one row on one machine, by device class,
+# used when a side has a single run and the history holds no measured spread for it. CPU: the spread
+# gapbench measured on a 2-core cloud VM (benchmarks/verdicts.py, results/cpu-epyc-2core-verdicts.md);
+# accelerator: the 1-3% run-to-run variation of GPU GEMM and bandwidth runs, at its upper end.
+RUN_TO_RUN_SPREAD = {"cpu": 0.08, "accelerator": 0.03}
 
 
 @dataclass(frozen=True)
 class Gap:
     pct: float | None  # None: no number (see status)
-    overlap: bool | None  # True: CIs overlap (could be noise); None: no CI on one side
+    overlap: bool | None  # True: the interval holds 0 (could be noise); None: no verdict (see basis/flagged)
     status: str = ""  # why there is no number: the cell's status, "baseline <status>", "unit differs", …
+    lo: float | None = None  # the gap's interval, in %
+    hi: float | None = None
+    basis: str = ""  # "runs" (n, m runs), "single run" (a run-to-run spread), "within-run" (repeats only), "" none
+    runs: tuple[int, int] = (0, 0)  # runs behind each side
+    flagged: str = ""  # a side was measured on a disturbed host: the reason, and no verdict
 
     @property
     def significant(self) -> bool | None:
@@ -47,3 +65,23 @@ def intervals_overlap(a: Stats | None, b: Stats | None) -> bool | None:
     if a is None or b is None or a.n < 2 or b.n < 2:  # one sample has no interval worth the name
         return None
     return a.ci95[0] <= b.ci95[1] and b.ci95[0] <= a.ci95[1]
+
+
+def judge(value: Measurement, base: Measurement, higher_is_better: bool, spread: float | None,
+          allow_flagged: bool = False) -> Gap:
+    """The gap of `value` against `base` from their runs (see the module docstring). spread: the run-to-run
+    standard deviation of log values to assume for a single run (None: no verdict for single runs)."""
+    a, b = value.run_values, base.run_values
+    rg = compare_runs(a, b, allowance=spread)
+    if rg is None:
+        pct = gap_pct(value.value, base.value, higher_is_better)
+        return Gap(pct, None, "" if pct is not None else "n/a (zero)", runs=(len(a), len(b)))
+    if higher_is_better:
+        pct, lo, hi = (rg.ratio - 1) * 100, (rg.lo - 1) * 100, (rg.hi - 1) * 100
+    else:
+        pct, lo, hi = (1 / rg.ratio - 1) * 100, (1 / rg.hi - 1) * 100, (1 / rg.lo - 1) * 100
+    basis = "runs" if rg.basis == "runs" else "single run"
+    flagged = "; ".join(dict.fromkeys(r for m in (value, base) for r in (m.host_watch or {}).get("reasons", [])))
+    if flagged and not allow_flagged:
+        return Gap(pct, None, "", lo, hi, basis, rg.runs, flagged)
+    return Gap(pct, not rg.significant, "", lo, hi, basis, rg.runs, flagged if allow_flagged else "")

@@ -66,9 +66,10 @@ class ClassLead:
     ahead: int  # significantly better
     behind: int  # significantly worse
     noise: int  # within noise (or exactly equal)
-    unknown: int  # no interval on one side: significance unknown
+    unknown: int  # no runs to judge by on one side (a published figure): significance unknown
     lo: float
     hi: float
+    flagged: int = 0  # a side measured on a disturbed host: no verdict
 
 
 @dataclass(frozen=True)
@@ -88,6 +89,9 @@ class Takeaway:
     any_noise: bool = False
     any_unknown: bool = False
     any_published: bool = False
+    any_flagged: bool = False
+    bases: tuple[str, ...] = ()  # how the gaps were judged: "runs", "single run"
+    spreads: tuple[tuple[str, float], ...] = ()  # the default run-to-run spreads that single runs assumed
 
 
 @dataclass
@@ -125,7 +129,10 @@ class Comparison:
                                          "peak_kind": c.peak_kind or None, "power_w": c.power_w,
                                          "per_watt": c.per_watt, "per_dollar": c.per_dollar}
                               for i, c in enumerate(r.cells)},
-                    "gaps": {names[i]: {"gap_pct": g.pct, "significant": g.significant, "status": g.status or None}
+                    "gaps": {names[i]: {"gap_pct": g.pct, "significant": g.significant, "status": g.status or None,
+                                        "interval_pct": [g.lo, g.hi] if g.lo is not None else None,
+                                        "basis": g.basis or None, "runs": list(g.runs),
+                                        "flagged": g.flagged or None}
                              for i, g in r.gaps.items()},
                     "published": {names[i]: {"gap_pct": pg.gap_pct, "source": pg.source, "date": pg.date}
                                   for i, pg in r.published.items()},

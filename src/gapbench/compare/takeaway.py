@@ -4,6 +4,7 @@ what range of gaps; the ridge points used; the caveats that apply. The sentences
 from __future__ import annotations
 
 from gapbench.compare.model import ClassLead, Comparison, PlatformTakeaway, Takeaway
+from gapbench.compare.gaps import RUN_TO_RUN_SPREAD
 from gapbench.compare.rates import DEFAULT_RIDGE, measurement_dtype
 
 BOUNDS = ("compute", "memory", "other")
@@ -34,8 +35,9 @@ def class_lead(rows, i: int, bound: str) -> tuple[ClassLead | None, int]:
         ahead=sum(1 for g in known if g.pct > 0 and not g.overlap),
         behind=sum(1 for g in known if g.pct < 0 and not g.overlap),
         noise=sum(1 for g in known if g.overlap or g.pct == 0),
-        unknown=len(numeric) - len(known),
-        lo=min(g.pct for g in numeric), hi=max(g.pct for g in numeric))
+        unknown=sum(1 for g in numeric if g.overlap is None and not g.flagged),
+        lo=min(g.pct for g in numeric), hi=max(g.pct for g in numeric),
+        flagged=sum(1 for g in numeric if g.overlap is None and g.flagged))
     return lead, len(mine) - len(numeric)
 
 
@@ -71,10 +73,16 @@ def takeaway(comp: Comparison) -> Takeaway:
     over = tuple(i for i, _ in enumerate(comp.platforms)
                  if any(r.cells[i].pct_peak is not None and r.cells[i].pct_peak > 100.0 for r in comp.rows))
     gaps = [g for r in comp.rows for g in r.gaps.values()]
+    bases = tuple(b for b in ("runs", "single run") if any(g.basis == b for g in gaps))
+    classes = sorted({"cpu" if p.result_set.device.get("type") == "cpu" else "accelerator"
+                      for p in comp.platforms if not p.reference})
     return Takeaway(
         platforms=_per_platform(comp),
         ridges=_ridges(comp),
         over_peak=over,
         any_noise=any(g.overlap is True for g in gaps),
-        any_unknown=any(g.pct is not None and g.overlap is None for g in gaps),
-        any_published=any(r.published for r in comp.rows))
+        any_unknown=any(g.pct is not None and g.overlap is None and not g.flagged for g in gaps),
+        any_published=any(r.published for r in comp.rows),
+        any_flagged=any(g.flagged and g.overlap is None for g in gaps),
+        bases=bases,
+        spreads=tuple((c, RUN_TO_RUN_SPREAD[c]) for c in classes) if "single run" in bases else ())

@@ -243,6 +243,11 @@ class Backend:
     def energy_counter(self, index: int) -> EnergyCounter | None:
         return None
 
+    def telemetry(self, index: int) -> dict | None:
+        """One reading of the device's state for the host watch: numbers (sm_mhz, mem_mhz, temperature_c,
+        power_w, ecc_errors, …) and `throttle`, the list of active throttle reasons; None when unreadable."""
+        return None
+
     def topology(self) -> dict | None:
         """The links between this host's devices as the vendor tool shows them (NVLink, XGMI, HCCS)."""
         return None

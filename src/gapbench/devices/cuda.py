@@ -31,6 +31,46 @@ class NvmlCounter(EnergyCounter):
         return self._nvml.nvmlDeviceGetTotalEnergyConsumption(self._h) / 1e3
 
 
+# NVML clocks-event (throttle) reasons: the ones that mean the device ran slower than it could
+NVML_SLOWDOWNS = {0x8: "hardware slowdown", 0x20: "software thermal slowdown", 0x40: "hardware thermal slowdown",
+                  0x80: "power brake"}
+NVML_LIMITS = {0x4: "software power cap"}  # normal at full load: recorded, not a disturbance
+
+
+def nvml_telemetry(index: int) -> dict | None:
+    """Clocks, temperature, power, throttle reasons and uncorrected ECC errors of one GPU through NVML."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        h = pynvml.nvmlDeviceGetHandleByIndex(index)
+    except Exception:
+        return None
+    out: dict = {}
+    reads = {
+        "sm_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_SM),
+        "mem_mhz": lambda: pynvml.nvmlDeviceGetClockInfo(h, pynvml.NVML_CLOCK_MEM),
+        "temperature_c": lambda: pynvml.nvmlDeviceGetTemperature(h, pynvml.NVML_TEMPERATURE_GPU),
+        "power_w": lambda: pynvml.nvmlDeviceGetPowerUsage(h) / 1000.0,
+        "ecc_errors": lambda: pynvml.nvmlDeviceGetTotalEccErrors(h, pynvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
+                                                                 pynvml.NVML_VOLATILE_ECC),
+    }
+    for key, read in reads.items():
+        try:
+            out[key] = float(read())
+        except Exception:
+            pass
+    get = getattr(pynvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
+        pynvml, "nvmlDeviceGetCurrentClocksThrottleReasons", None)
+    try:
+        bits = int(get(h)) if get else 0
+        out["throttle"] = [name for bit, name in NVML_SLOWDOWNS.items() if bits & bit]
+        out["limits"] = [name for bit, name in NVML_LIMITS.items() if bits & bit]
+    except Exception:
+        pass
+    return out or None
+
+
 class TorchGpu(Backend):
     """What CUDA and ROCm share: torch.cuda for devices, streams, events and the caching allocator."""
 
@@ -201,6 +241,9 @@ class Cuda(TorchGpu):
             return NvmlCounter(index)
         except Exception:
             return None
+
+    def telemetry(self, index: int) -> dict | None:
+        return nvml_telemetry(index)
 
     def topology(self) -> dict | None:
         text = run_tool(["nvidia-smi", "topo", "-m"])

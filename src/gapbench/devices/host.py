@@ -129,6 +129,22 @@ def cpu_max_mhz() -> float | None:
         return None
 
 
+def cpu_current_mhz() -> float | None:
+    """The current clock of the first usable CPU (cpufreq's scaling_cur_freq, else /proc/cpuinfo)."""
+    cpus = usable_cpus()
+    c = cpus[0] if cpus else 0
+    try:
+        with open(f"/sys/devices/system/cpu/cpu{c}/cpufreq/scaling_cur_freq") as f:
+            return int(f.read().strip()) / 1000
+    except (OSError, ValueError):
+        pass
+    mhz = _cpuinfo().get("cpu MHz")
+    try:
+        return float(mhz) if mhz else None
+    except ValueError:
+        return None
+
+
 def usable_cpus() -> list[int]:
     return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
 

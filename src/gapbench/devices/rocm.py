@@ -82,9 +82,45 @@ class Rocm(TorchGpu):
         except Exception:
             return None
 
+    def telemetry(self, index: int) -> dict | None:
+        return amdsmi_telemetry(index)
+
     def topology(self) -> dict | None:
         text = run_tool(["rocm-smi", "--showtopo"]) or run_tool(["amd-smi", "topology"])
         return {"tool": "rocm-smi --showtopo", "text": text} if text else None
+
+
+def amdsmi_telemetry(index: int) -> dict | None:
+    """Clocks, temperature, power, throttle status and uncorrectable ECC count of one GPU through amdsmi."""
+    try:
+        import amdsmi
+
+        amdsmi.amdsmi_init()
+        h = amdsmi.amdsmi_get_processor_handles()[index]
+    except Exception:
+        return None
+    out: dict = {}
+    reads = {
+        "sm_mhz": lambda: amdsmi.amdsmi_get_clock_info(h, amdsmi.AmdSmiClkType.GFX)["clk"],
+        "mem_mhz": lambda: amdsmi.amdsmi_get_clock_info(h, amdsmi.AmdSmiClkType.MEM)["clk"],
+        "temperature_c": lambda: amdsmi.amdsmi_get_temp_metric(h, amdsmi.AmdSmiTemperatureType.HOTSPOT,
+                                                               amdsmi.AmdSmiTemperatureMetric.CURRENT),
+        "power_w": lambda: amdsmi.amdsmi_get_power_info(h).get("current_socket_power")
+        or amdsmi.amdsmi_get_power_info(h).get("average_socket_power"),
+        "ecc_errors": lambda: amdsmi.amdsmi_get_gpu_total_ecc_count(h)["uncorrectable_count"],
+    }
+    for key, read in reads.items():
+        try:
+            out[key] = float(read())
+        except Exception:
+            pass
+    try:
+        status = amdsmi.amdsmi_get_gpu_metrics_info(h).get("throttle_status")
+        if isinstance(status, (int, float)) and status:
+            out["throttle"] = [f"throttle status {int(status):#x}"]
+    except Exception:
+        pass
+    return out or None
 
 
 def amd_driver() -> str | None:

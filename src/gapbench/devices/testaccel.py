@@ -10,6 +10,8 @@ What it emulates, each from something real on this machine:
   an allocation takes the total past the capacity (GAPBENCH_TEST_ACCELERATOR_MEMORY bytes, default 8 GiB);
 - a last-level cache of GAPBENCH_TEST_ACCELERATOR_LLC bytes (default 4 MiB) for the cache flush;
 - an energy counter: the process's CPU seconds times a nominal 50 W per busy core (a model, said so);
+- telemetry for the host watch: its memory in use, and a throttle reason when GAPBENCH_TEST_ACCELERATOR_THROTTLE
+  names one;
 - its own dtype table: fp8 and TF32 present, int8 matmul absent;
 - GAPBENCH_TEST_ACCELERATOR_COUNT devices (default 2), one per rank of a two-rank group, over gloo.
 """
@@ -197,6 +199,14 @@ class TestAccelerator(Backend):
 
     def energy_counter(self, index: int) -> EnergyCounter | None:
         return _ModelledEnergy()
+
+    def telemetry(self, index: int) -> dict | None:
+        """A reading for the host watch: the memory in use; a throttle reason when GAPBENCH_TEST_ACCELERATOR_THROTTLE
+        names one (so that tests can see a throttled device flagged)."""
+        out: dict = {"memory_used_bytes": float(self._mode.in_use) if self._mode is not None else 0.0}
+        reason = os.environ.get("GAPBENCH_TEST_ACCELERATOR_THROTTLE")
+        out["throttle"] = [reason] if reason else []
+        return out
 
 
 BACKEND = TestAccelerator()

@@ -14,7 +14,7 @@ def comparison_document(comp: Comparison) -> dict:
     names = [p.name for p in comp.platforms]
     for r, row in zip(comp.rows, d["rows"], strict=True):
         for i, g in r.gaps.items():
-            row["gaps"][names[i]]["text"] = gap_text(g)
+            row["gaps"][names[i]]["text"] = gap_text(g, interval=True)
     d["takeaway"] = takeaway_lines(comp)
     for key, t in (("coverage", coverage_table(comp)), ("frameworks", frameworks_table(comp))):
         d[key] = {"columns": t.headers, "rows": t.rows} if t is not None else None

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 MINUS = "−"
 NO_CI_MARK = "*"
+FLAGGED_MARK = "†"
 STYLE_BETTER, STYLE_WORSE, STYLE_NOISE, STYLE_UNKNOWN, STYLE_STATUS = "better", "worse", "noise", "unknown", "status"
 
 
@@ -40,18 +41,21 @@ def fmt_size(n: float) -> str:
     return f"{n:g} B"
 
 
-def interval_text(ci: tuple[float, float] | list[float] | None) -> str:
-    """'[lo, hi]': an interval as it is, never folded into a ± that would misstate an asymmetric one."""
+def interval_text(ci: tuple[float, float] | list[float] | None, level: float = 0.95) -> str:
+    """'[lo, hi]': an interval as it is, never folded into a ± that would misstate an asymmetric one; its
+    coverage beside it when that is below 95% ('[lo, hi] 75%')."""
     if not ci:
         return ""
-    return f"[{fmt_num(ci[0])}, {fmt_num(ci[1])}]"
+    text = f"[{fmt_num(ci[0])}, {fmt_num(ci[1])}]"
+    return text if level >= 0.95 else f"{text} {level:.0%}"
 
 
 def stats_text(value: float | None, stats) -> str:
-    """A median and its 95% CI: 'v [lo, hi]' (the value alone without an interval of n > 1)."""
+    """A median and its confidence interval: 'v [lo, hi]' (with its coverage when below 95%); the value alone
+    without an interval of n > 1."""
     s = fmt_num(value)
     if stats is not None and stats.n > 1:
-        s += " " + interval_text(stats.ci95)
+        s += " " + interval_text(stats.ci95, getattr(stats, "ci_level", 0.95))
     return s
 
 
@@ -84,12 +88,19 @@ def cell_text(cell) -> str:
     return stats_text(cell.value, cell.measurement.stats) if cell.status == "ok" else cell.status
 
 
-def gap_text(gap) -> str:
+def gap_text(gap, interval: bool = False) -> str:
+    """'+12.0%', '≈ +2.0%' (within noise), '+5.0%*' (no verdict: no runs on one side), '+9.0%†' (a side on a
+    disturbed host); with interval=True also the gap's interval and, for single runs, that they are single."""
     if gap.pct is None:
         return gap.status or "n/a"
-    if gap.overlap:
-        return "≈ " + fmt_pct(gap.pct)
-    return fmt_pct(gap.pct) + (NO_CI_MARK if gap.overlap is None else "")
+    text = ("≈ " if gap.overlap else "") + fmt_pct(gap.pct)
+    if gap.overlap is None:
+        text += FLAGGED_MARK if gap.flagged else NO_CI_MARK
+    if interval and gap.lo is not None and gap.hi is not None:
+        text += f" [{fmt_pct(gap.lo)}, {fmt_pct(gap.hi)}]"
+        if gap.basis == "single run":
+            text += " (single run)"
+    return text
 
 
 def gap_style(gap) -> str:
@@ -126,9 +137,14 @@ def _class_sentence(lead, me: str, base: str) -> str:
     n = lead.rows
     rows_word = f"row{'s' * (n > 1)}"
     unknown = f", {lead.unknown} of unknown significance ({NO_CI_MARK})" if lead.unknown else ""
+    unknown += f", {lead.flagged} on a disturbed host ({FLAGGED_MARK})" if lead.flagged else ""
     if lead.ahead == 0 and lead.behind == 0:
         if lead.unknown == n:
             return f"{title}: significance unknown on {n} {rows_word} ({NO_CI_MARK}), gap {rng}"
+        if lead.flagged == n:
+            return f"{title}: no verdict on {n} {rows_word}, measured on a disturbed host ({FLAGGED_MARK}), gap {rng}"
+        if lead.unknown + lead.flagged == n:
+            return f"{title}: no verdict on {n} {rows_word} (gap {rng}){unknown}"
         return f"{title}: no significant difference on {n} {rows_word} (gap {rng}){unknown}"
     leader, k = (me, lead.ahead) if lead.ahead >= lead.behind else (base, lead.behind)
     other = lead.behind if leader == me else lead.ahead
@@ -139,6 +155,8 @@ def _class_sentence(lead, me: str, base: str) -> str:
         extra.append(f"{lead.noise} within noise")
     if lead.unknown:
         extra.append(f"{lead.unknown} of unknown significance ({NO_CI_MARK})")
+    if lead.flagged:
+        extra.append(f"{lead.flagged} on a disturbed host ({FLAGGED_MARK})")
     extra_s = f" ({', '.join(extra)})" if extra else ""
     return f"{title}: {leader} leads on {k} of {n} {rows_word}{extra_s}, gap {rng}"
 
@@ -164,11 +182,22 @@ def takeaway_lines(comp) -> list[str]:
                "and boost runs above it)" if p.spec is not None and p.spec.estimate else "")
         lines.append(f"! {p.name}: some rows exceed 100% of the peak{why}; the peak figure is too low there, so "
                      "read its % of peak as relative only.")
+    if "runs" in t.bases:
+        lines.append("Gaps between sides with two or more runs: the interval is Welch's t interval (95%) on the log "
+                     "values of the runs; a gap is significant when it excludes 0.")
+    if "single run" in t.bases:
+        spreads = ", ".join(f"{k} {v:.0%}" for k, v in t.spreads) if t.spreads else ""
+        lines.append("Single runs: the interval assumes the run-to-run spread of the device class"
+                     + (f" ({spreads})" if spreads else "") + " or the spread the history measured for the row; "
+                     "measure with --runs 3 (or several files per platform) to judge small gaps.")
     if t.any_noise:
-        lines.append("≈ marks a gap whose 95% confidence intervals overlap: it could be noise.")
+        lines.append("≈ marks a gap whose interval holds 0: it could be noise.")
+    if t.any_flagged:
+        lines.append(f"{FLAGGED_MARK} a side was measured on a disturbed host (the host watch flagged it: busy, "
+                     "stolen or throttled): no verdict; --allow-flagged to judge it anyway.")
     if t.any_unknown:
-        lines.append(f"{NO_CI_MARK} one side has no confidence interval (a published figure or a single sample): "
-                     "significance unknown; such rows are counted apart, never as a lead.")
+        lines.append(f"{NO_CI_MARK} one side has no runs to judge by (a published figure): significance unknown; "
+                     "such rows are counted apart, never as a lead.")
     if t.any_published:
         lines.append("Published gaps are as reported, not measured by gapbench.")
     return lines

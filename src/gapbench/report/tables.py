@@ -53,7 +53,7 @@ def _gap_row(comp, r, others, merge_peak: bool, show_peak: bool, has_published: 
             style.append("")
     for i in others:
         g = r.gaps.get(i)
-        row.append(gap_text(g) if g is not None else "—")
+        row.append(gap_text(g, interval=True) if g is not None else "—")
         style.append(gap_style(g) if g is not None else "")
     if has_published:
         row.append("; ".join(f"{comp.platforms[i].name}: {fmt_pct(pg.gap_pct)}" for i, pg in r.published.items())

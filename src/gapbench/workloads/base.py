@@ -104,6 +104,7 @@ class Workload:
             metrics.setdefault("energy_source", timing.energy_source)
         if timing.cache_flush_bytes:
             metrics.setdefault("cache_flush_bytes", timing.cache_flush_bytes)
+        extra.setdefault("host_watch", timing.host_watch)
         return self.result(variant, ctx, value=stats.median, stats=stats, metrics=metrics,
                            energy_j=timing.energy_j_per_iter, power_w=timing.power_w, **extra)
 
