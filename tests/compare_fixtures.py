@@ -9,7 +9,7 @@ CPU_HOST = {"hostname": "box", "os": "Linux 6.1", "machine": "x86_64", "cpu": "T
             "cpu_max_mhz": 2000.0, "isa": ["avx", "avx2", "fma", "avx512f"], "memory_bytes": 8 * 2**30}
 
 
-def cpu_device(threads: int = 1, product: str = "Test CPU 9000") -> dict:
+def cpu_device(threads: int = 2, product: str = "Test CPU 9000") -> dict:
     return {"type": "cpu", "product": product, "vendor": "Test", "arch": "x86_64", "cores": 2, "threads": threads,
             "isa": ["avx", "avx2", "fma", "avx512f"], "torch": "2.13.0+cpu", "runtime": {},
             "libraries": {"blas": "mkl", "mkl": "2024.2"}, "env": {}}

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from compare_fixtures import gemm, gpu_device, latency, membw, model, result_set, write
+from compare_fixtures import cpu_device, gemm, gpu_device, latency, membw, model, result_set, write
 from gapbench.compare import (
     compare,
     gap_pct,
@@ -157,6 +157,16 @@ def test_cpu_percent_of_peak_uses_host_clock():
     assert comp.rows[0].cells[0].pct_peak == pytest.approx(50.0)
 
 
+def test_cpu_peak_counts_the_threads_the_run_used_and_a_measured_clock():
+    one = compare([result_set([gemm(0.128)], device=cpu_device(threads=1), label="x")])
+    assert one.rows[0].cells[0].pct_peak == pytest.approx(100.0)  # 1 thread: 1 core x 2000 MHz x 64
+    vm = cpu_device()
+    vm.update(cpufreq=False, cpu_measured_mhz=3000.0, cpu_clock_method="dependent FMA chain")
+    comp = compare([result_set([gemm(0.128)], device=vm, label="vm")])
+    assert comp.rows[0].cells[0].pct_peak == pytest.approx(0.128 / (2 * 3.0e9 * 64 / 1e12) * 100)
+    assert "measured" in comp.platforms[0].spec.notes
+
+
 def test_efficiency_per_watt_and_per_dollar():
     a = result_set([model(1000.0, power_w=250.0), model(10.0, workload="other", unit="images/s",
                                                         energy_j=20.0, metrics={"time_per_iter_s": 0.1})],
@@ -247,8 +257,10 @@ def test_published_gap_shown_for_mi300x_against_h100():
     m = result_set([gemm(900.0, dtype="fp8"), membw(4600.0)], device=gpu_device("AMD Instinct MI300X"), label="m")
     comp = compare([h, m])
     pub = {r.workload: r.published.get(1) for r in comp.rows}
-    assert pub["gemm"].gap_pct == -35.0 and pub["membw"].gap_pct == 55.0
+    assert pub["gemm"].gap_pct == -35.3 and pub["membw"].gap_pct == 55.2
+    assert (pub["gemm"].value, pub["gemm"].baseline_value) == (1280.0, 1979.0)
     assert "as reported, not measured by gapbench" in pub["gemm"].source
+    assert "Benchmark Comparison: AMD MI300X vs. Nvidia H100 on Key Workloads" in pub["gemm"].source
     assert compare([m, h]).rows[0].published == {}  # the published figure is MI300X against H100 only
 
 
@@ -309,6 +321,31 @@ def test_inputs_without_a_shared_row_warn():
     comp = compare([a, b])
     assert any("no gap to show" in w for w in comp.warnings)
     assert not any("no gap to show" in w for w in compare([a, result_set([gemm(2.0)], label="c")]).warnings)
+
+
+def test_published_gaps_line_up_only_with_their_variants():
+    h = result_set([membw(3000.0), membw(25.0, kernel="h2d"), model(100.0, workload="llm-train")],
+                   device=gpu_device("NVIDIA H100 80GB HBM3"), label="h")
+    m = result_set([membw(4600.0), membw(20.0, kernel="h2d"), model(90.0, workload="llm-train")],
+                   device=gpu_device("AMD Instinct MI300X"), label="m")
+    rows = {(r.workload, r.variant.get("kernel")): r for r in compare([h, m]).rows}
+    assert rows[("membw", "triad")].published  # device memory kernels: the bandwidth row applies
+    assert not rows[("membw", "h2d")].published  # a host copy is not device memory bandwidth
+    assert not rows[("llm-train", None)].published  # the Llama-2-70B gap is not beside a tiny model
+
+
+def test_a_published_measured_figure_equal_to_the_datasheet_peak_is_flagged():
+    mine = result_set([Measurement(workload="gemm", variant={"dtype": "fp8", "sweep": "max"}, unit="TFLOP/s",
+                                   value=1300.0, stats=gemm(1300.0).stats)], device=gpu_device("AMD Instinct MI300X"),
+                      label="mine")
+    comp = compare([mine], refs=["h100-sxm@mi300x-vs-h100"])
+    (flag,) = [d for d in comp.datasheet_figures if d["workload"] == "gemm"]
+    assert flag["value"] == 1979.0 and flag["peak"] == pytest.approx(1978.9)
+    assert any(x["value"] == pytest.approx(1402.6) for x in flag["measured_instead"])  # MAMF, measured
+    lines = takeaway_lines(comp)
+    assert any("equals the dense fp8 datasheet peak" in ln and "1403" in ln for ln in lines), lines
+    plain = compare([mine], refs=["h100-sxm"])  # the MAMF figures are measurements: no flag
+    assert plain.datasheet_figures == []
 
 
 def test_above_peak_is_flagged_not_hidden():

@@ -6,8 +6,8 @@ import sys
 
 from rich.markup import escape
 
-from gapbench.cli._output import err, out
 from gapbench.cli._inputs import add_label_argument, platform_inputs
+from gapbench.cli._output import err, out
 from gapbench.compare import compare, parse_prices
 from gapbench.report import render
 from gapbench.report.terminal import terminal_renderables

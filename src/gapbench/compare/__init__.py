@@ -52,7 +52,7 @@ def platform_identity(rs: ResultSet) -> dict:
     file's host section, as the run recorded them."""
     ident = dict(rs.device)
     if ident.get("type") == "cpu":
-        for k in ("cpu_max_mhz", "isa", "physical_cores", "cpufreq"):
+        for k in ("cpu_max_mhz", "isa", "physical_cores", "cpufreq", "cpu_measured_mhz", "cpu_clock_method"):
             if k not in ident and rs.host.get(k) is not None:
                 ident[k] = rs.host[k]
     return ident
@@ -342,7 +342,24 @@ def compare(result_sets, baseline=None, labels: list[str] | None = None, refs: l
     comp.takeaway = takeaway(comp)
     comp.coverage = coverage_side(platforms)
     comp.frameworks = frameworks_side(platforms)
+    comp.datasheet_figures = _datasheet_figures(platforms)
     return comp
+
+
+def _datasheet_figures(platforms: list[Platform]) -> list[dict]:
+    """Published figures (reference platforms) that equal a datasheet peak, once per figure."""
+    out, seen = [], set()
+    for i, p in enumerate(platforms):
+        if not p.reference:
+            continue
+        for m in p.result_set.measurements:
+            peak = (m.metrics or {}).get("datasheet_peak")
+            key = (i, m.workload, json.dumps((m.metrics or {}).get("reference_variant"), sort_keys=True))
+            if peak and key not in seen:
+                seen.add(key)
+                out.append({"platform": i, "workload": m.workload, "variant": m.metrics.get("reference_variant"),
+                            "value": m.value, "unit": m.unit, "source": m.metrics.get("source"), **peak})
+    return out
 
 
 class _CallableModule(types.ModuleType):

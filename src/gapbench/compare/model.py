@@ -103,6 +103,7 @@ class Comparison:
     warnings: list[str]
     coverage: dict | None = None  # {"families": [...], "summaries": [per platform: {"all": {...}, family: {...}} | None]}
     frameworks: dict | None = None  # {"names": [...], "rows": [per platform: [framework dicts] | None]}
+    datasheet_figures: list = field(default_factory=list)  # published "measured" figures equal to a datasheet peak
 
     @property
     def base(self) -> Platform:

@@ -14,17 +14,49 @@ def _dtype_equal(a, b) -> bool:
 
 
 def reference_matches(ref_variant: dict, variant: dict) -> bool:
-    """A reference row stands in for a measured variant when each of its keys is there with the same value
-    (dtype names normalised); the measured variant's other keys are free."""
-    for k, v in ref_variant.items():
+    """A reference row stands in for a measured variant when each of its keys is there with the same value, or
+    one of the values of a list (dtype names normalised); the measured variant's other keys are free."""
+    for k, want in ref_variant.items():
         if k not in variant:
             return False
+        options = want if isinstance(want, list) else [want]
         if k in ("dtype", "precision"):
-            if not _dtype_equal(v, variant[k]):
+            if not any(_dtype_equal(v, variant[k]) for v in options):
                 return False
-        elif str(v) != str(variant[k]):
+        elif str(variant[k]) not in {str(v) for v in options}:
             return False
     return True
+
+
+DATASHEET_TOLERANCE = 0.02  # a published "measured" figure within 2% of a datasheet peak is taken for that peak
+
+
+def datasheet_peak(ref, spec) -> dict | None:
+    """When a published figure equals its platform's datasheet peak (dense FLOP/s for its dtype, or memory
+    bandwidth): that peak and what it is; None otherwise (or when the spec does not know)."""
+    from gapbench.compare.rates import BYTE_UNITS, FLOP_UNITS
+
+    if spec is None:
+        return None
+    u = ref.unit.strip().lower()
+    if u in FLOP_UNITS:
+        d = specs_mod.normalize_dtype(ref.variant.get("dtype"))
+        peak = spec.peak_tflops(d) if d else None
+        value, what = (ref.value * FLOP_UNITS[u] / 1e12, f"the dense {d} datasheet peak") if peak else (None, "")
+    elif u in BYTE_UNITS and spec.bandwidth_tbs:
+        peak, value, what = spec.bandwidth_tbs, ref.value * BYTE_UNITS[u] / 1e12, "the datasheet memory bandwidth"
+    else:
+        return None
+    if not peak or value is None or abs(value / peak - 1) > DATASHEET_TOLERANCE:
+        return None
+    return {"peak": peak, "what": f"{what} of {spec.name}", "peak_unit": "TFLOP/s" if u in FLOP_UNITS else "TB/s"}
+
+
+def measured_instead(ref, refs: list) -> list[dict]:
+    """The measured max-achievable figures gapbench knows for the same platform and row (other collections)."""
+    return [{"value": r.value, "unit": r.unit, "source": r.source, "note": r.note} for r in refs
+            if r is not ref and r.platform == ref.platform and r.workload == ref.workload
+            and r.collection != ref.collection and r.variant == ref.variant]
 
 
 def reference_result_set(name: str, like: list[ResultSet] | None = None) -> ResultSet:
@@ -36,13 +68,18 @@ def reference_result_set(name: str, like: list[ResultSet] | None = None) -> Resu
     known = specs_mod.reference_platforms()
     if name not in known:
         raise GapbenchError(f"unknown reference {name!r}; known: {', '.join(known)}")
-    spec = specs_mod.by_key(name)
+    platform = name.partition("@")[0]
+    spec = specs_mod.by_key(platform)
+    refs = specs_mod.load_references()
     ms: list[Measurement] = []
-    for ref in specs_mod.load_references():
-        if ref.platform != name:
+    for ref in refs:
+        if ref.name != name:
             continue
         meta = {"reference": True, "source": ref.source, "date": ref.date, "note": ref.note,
                 "reference_variant": ref.variant}
+        peak = datasheet_peak(ref, spec)
+        if peak is not None:
+            meta["datasheet_peak"] = peak | {"measured_instead": measured_instead(ref, refs)}
         targets: list[dict] = []
         for rs in like or []:
             for m in rs.measurements:
@@ -51,8 +88,8 @@ def reference_result_set(name: str, like: list[ResultSet] | None = None) -> Resu
         for variant in targets or [ref.variant]:
             ms.append(Measurement(workload=ref.workload, variant=dict(variant), unit=ref.unit, value=ref.value,
                                   higher_is_better=ref.higher_is_better, metrics=dict(meta)))
-    device = {"type": "reference", "spec": name, "product": spec.name if spec else name,
-              "vendor": spec.vendor if spec else ""}
+    device = {"type": "reference", "spec": platform, "product": spec.name if spec else platform,
+              "vendor": spec.vendor if spec else "", "collection": name.partition("@")[2] or None}
     return ResultSet(host={}, device=device, measurements=ms, suite=None, label=f"{name} (published)",
                      run_id=f"reference-{name}", complete=True)
 

@@ -3,8 +3,8 @@ what range of gaps; the ridge points used; the caveats that apply. The sentences
 
 from __future__ import annotations
 
-from gapbench.compare.model import ClassLead, Comparison, PlatformTakeaway, Takeaway
 from gapbench.compare.gaps import RUN_TO_RUN_SPREAD
+from gapbench.compare.model import ClassLead, Comparison, PlatformTakeaway, Takeaway
 from gapbench.compare.rates import DEFAULT_RIDGE, measurement_dtype
 
 BOUNDS = ("compute", "memory", "other")
@@ -70,8 +70,8 @@ def _ridges(comp: Comparison) -> tuple:
 
 
 def takeaway(comp: Comparison) -> Takeaway:
-    over = tuple(i for i, _ in enumerate(comp.platforms)
-                 if any(r.cells[i].pct_peak is not None and r.cells[i].pct_peak > 100.0 for r in comp.rows))
+    over = tuple(i for i, p in enumerate(comp.platforms) if not p.reference  # a datasheet figure is flagged apart
+                 and any(r.cells[i].pct_peak is not None and r.cells[i].pct_peak > 100.0 for r in comp.rows))
     gaps = [g for r in comp.rows for g in r.gaps.values()]
     bases = tuple(b for b in ("runs", "single run") if any(g.basis == b for g in gaps))
     classes = sorted({"cpu" if p.result_set.device.get("type") == "cpu" else "accelerator"

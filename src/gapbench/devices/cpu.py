@@ -108,7 +108,7 @@ class Cpu(Backend):
         return {"vendor": host.cpu_vendor(), "product": host.cpu_model(), "arch": platform.machine(),
                 "isa": host.cpu_isa_flags(), "memory_bytes": host.host_memory(), "runtime": {}, "driver": None,
                 "cores": os.cpu_count(), "physical_cores": host.physical_cores(), "threads": torch.get_num_threads(),
-                "cpu_max_mhz": host.cpu_max_mhz(), "cpufreq": host.has_cpufreq()}
+                **host.clock_facts()}
 
     def energy_counter(self, index: int) -> EnergyCounter | None:
         zones = rapl_zones()

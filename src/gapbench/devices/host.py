@@ -165,6 +165,19 @@ def physical_cores() -> int | None:
     return len(cores) or None
 
 
+def clock_facts() -> dict:
+    """The CPU clock as recorded with a run: the OS's maximum (cpufreq), or, where the OS reports only a nominal
+    clock, the nominal one and the clock gapbench measured (devices.clock)."""
+    facts: dict = {"cpu_max_mhz": cpu_max_mhz(), "cpufreq": has_cpufreq()}
+    if not facts["cpufreq"]:
+        from gapbench.devices.clock import METHOD, measured_mhz
+
+        mhz = measured_mhz(cpu_model())
+        if mhz:
+            facts.update(cpu_measured_mhz=round(mhz, 1), cpu_clock_method=METHOD)
+    return facts
+
+
 def host_identity() -> dict:
     return {
         "hostname": platform.node(),
@@ -174,8 +187,7 @@ def host_identity() -> dict:
         "cpu_count": os.cpu_count(),
         "cpu_affinity": len(usable_cpus()),
         "physical_cores": physical_cores(),
-        "cpu_max_mhz": cpu_max_mhz(),
-        "cpufreq": has_cpufreq(),
+        **clock_facts(),
         "isa": cpu_isa_flags(),
         "memory_bytes": host_memory(),
         "python": platform.python_version(),

@@ -119,6 +119,14 @@ def row_label(row) -> str:
     return f"{row.workload} {vt}" if vt else row.workload
 
 
+def published_text(pg) -> str:
+    """A published gap with the figures behind it: '−20.9% (12,500 vs 15,800 tokens/s …)'."""
+    text = fmt_pct(pg.gap_pct)
+    if pg.value is not None and pg.baseline_value is not None:
+        text += f" ({fmt_num(pg.value)} vs {fmt_num(pg.baseline_value)} {pg.unit})".rstrip()
+    return text
+
+
 def peak_text(cell) -> str:
     if cell.pct_peak is None:
         return "—"
@@ -200,7 +208,27 @@ def takeaway_lines(comp) -> list[str]:
                      "such rows are counted apart, never as a lead.")
     if t.any_published:
         lines.append("Published gaps are as reported, not measured by gapbench.")
+    lines += datasheet_lines(comp)
     return lines
+
+
+def datasheet_lines(comp) -> list[str]:
+    """A line for each published 'measured' figure that equals a datasheet peak, with what was measured instead."""
+    out = []
+    for d in getattr(comp, "datasheet_figures", []) or []:
+        p = comp.platforms[d["platform"]]
+        what = variant_text({k: v for k, v in (d.get("variant") or {}).items() if not isinstance(v, list)})
+        line = (f"! {p.name}: the published {d['workload']}{' ' + what if what else ''} figure "
+                f"({fmt_num(d['value'])} {d['unit']}) equals {d['what']} ({fmt_num(d['peak'])} {d['peak_unit']}): "
+                "a datasheet number, not a measurement")
+        instead = d.get("measured_instead") or []
+        if instead:
+            line += "; measured max-achievable: " + "; ".join(
+                f"{fmt_num(x['value'])} {x['unit']} ({one_line(x.get('note') or x['source'], 80)})" for x in instead)
+        else:
+            line += "; gapbench knows no measured max-achievable figure for it"
+        out.append(line + ".")
+    return out
 
 
 # ---- coverage and frameworks side by side --------------------------------------------------------------

@@ -11,11 +11,11 @@ from gapbench.report.kit import (
     Table,
     cell_text,
     fmt_num,
-    fmt_pct,
     gap_style,
     gap_text,
     one_line,
     peak_text,
+    published_text,
     row_label,
 )
 
@@ -56,7 +56,7 @@ def _gap_row(comp, r, others, merge_peak: bool, show_peak: bool, has_published: 
         row.append(gap_text(g, interval=True) if g is not None else "—")
         style.append(gap_style(g) if g is not None else "")
     if has_published:
-        row.append("; ".join(f"{comp.platforms[i].name}: {fmt_pct(pg.gap_pct)}" for i, pg in r.published.items())
+        row.append("; ".join(f"{comp.platforms[i].name}: {published_text(pg)}" for i, pg in r.published.items())
                    or "—")
         style.append("")
     return row, style

@@ -257,15 +257,20 @@ def cpu_spec(identity: dict) -> Spec:
     """The CPU as a Spec: peaks computed from physical cores x max clock x FLOPs/cycle (an estimate).
 
     Everything comes from the identity, as the run recorded it: 'isa', 'cpu_max_mhz' (compare merges it in
-    from the results file's host section when the device section lacks it), 'physical_cores' (else the
-    logical 'cores'), 'cpufreq' (whether the clock was the OS's maximum or only a nominal one). This module
-    never probes the machine it runs on. Bandwidth is unknown unless the identity carries
+    from the results file's host section when the device section lacks it), 'cpufreq' (whether that clock was
+    the OS's maximum or only a nominal one) and 'cpu_measured_mhz' (the clock gapbench measured where only a
+    nominal one was reported, used then), 'physical_cores' (else the logical 'cores'), limited to 'threads',
+    the threads the run used. This module never probes the machine it runs on. Bandwidth is unknown unless the identity carries
     'memory_bandwidth_tbs' or a spec row of type "cpu" matches the product name.
     """
     product = str(identity.get("product") or "CPU")
     isa = identity.get("isa") or []
-    mhz = identity.get("cpu_max_mhz") or identity.get("max_mhz")
-    cores = identity.get("physical_cores") or identity.get("cores")
+    nominal = identity.get("cpufreq") is False
+    measured = identity.get("cpu_measured_mhz") if nominal else None
+    mhz = measured or identity.get("cpu_max_mhz") or identity.get("max_mhz")
+    physical = identity.get("physical_cores") or identity.get("cores")
+    threads = identity.get("threads")
+    cores = min(physical, threads) if physical and isinstance(threads, int) and threads > 0 else physical
     per_cycle = cpu_flops_per_cycle(isa)
     tflops = {}
     if mhz and cores:
@@ -275,11 +280,16 @@ def cpu_spec(identity: dict) -> Spec:
     if row:
         tflops = {**tflops, **row.tflops}
     mem = identity.get("memory_bytes")
-    nominal = identity.get("cpufreq") is False
-    note = (f"estimate: {cores} cores x {float(mhz):.0f} MHz x FLOPs/cycle for ISA {', '.join(isa) or 'unknown'}"
-            + ("; no cpufreq where it ran (a VM?): the clock is the nominal one /proc/cpuinfo showed and boost "
-               "can exceed it" if nominal else "")
-            if mhz and cores else "clock or core count unknown: no computed peak")
+    if measured:
+        clock = (f"; the clock measured where it ran ({identity.get('cpu_clock_method') or 'dependent FMA chain'}): "
+                 f"the OS reported only a nominal {identity.get('cpu_max_mhz')} MHz")
+    elif nominal:
+        clock = "; no cpufreq where it ran (a VM?): the clock is the nominal one /proc/cpuinfo showed and boost can exceed it"
+    else:
+        clock = ""
+    used = f" (the {threads} threads the run used)" if isinstance(threads, int) and physical and threads < physical else ""
+    note = (f"estimate: {cores} cores{used} x {float(mhz):.0f} MHz x FLOPs/cycle for ISA {', '.join(isa) or 'unknown'}"
+            + clock if mhz and cores else "clock or core count unknown: no computed peak")
     return Spec(
         key=row.key if row else "cpu", name=product, vendor=str(identity.get("vendor") or ""), type="cpu",
         tflops=tflops, memory_gb=round(mem / 1e9, 1) if mem else None, bandwidth_tbs=bw,
@@ -303,6 +313,12 @@ class Reference:
     source: str
     date: str
     note: str = ""
+    collection: str = ""  # a published table of its own (compare --ref PLATFORM@COLLECTION); "" for the default
+
+    @property
+    def name(self) -> str:
+        """What --ref takes for this row's platform: 'h100-sxm', or 'h100-sxm@mi300x-vs-h100'."""
+        return f"{self.platform}@{self.collection}" if self.collection else self.platform
 
 
 @dataclass(frozen=True)
@@ -315,6 +331,9 @@ class PublishedGap:
     gap_pct: float
     source: str
     date: str
+    value: float | None = None  # the two absolute figures behind the gap, as published (with their unit)
+    baseline_value: float | None = None
+    unit: str = ""
 
 
 @lru_cache(maxsize=1)
@@ -329,7 +348,7 @@ def load_references() -> list[Reference]:
             out.append(Reference(platform=r["platform"], workload=r["workload"], variant=dict(r.get("variant", {})),
                                  value=float(r["value"]), unit=r["unit"],
                                  higher_is_better=bool(r.get("higher_is_better", True)), source=r["source"],
-                                 date=str(r["date"]), note=r.get("note", "")))
+                                 date=str(r["date"]), note=r.get("note", ""), collection=str(r.get("collection", ""))))
         except (KeyError, TypeError, ValueError) as e:
             raise GapbenchError(f"references.toml: reference[{i}]: bad or missing field ({e})") from None
     return out
@@ -341,12 +360,16 @@ def load_published_gaps() -> list[PublishedGap]:
         try:
             out.append(PublishedGap(platform=r["platform"], baseline=r["baseline"], workload=r["workload"],
                                     variant=dict(r.get("variant", {})), label=r.get("label", r["workload"]),
-                                    gap_pct=float(r["gap_pct"]), source=r["source"], date=str(r["date"])))
+                                    gap_pct=float(r["gap_pct"]), source=r["source"], date=str(r["date"]),
+                                    value=float(r["value"]) if "value" in r else None,
+                                    baseline_value=float(r["baseline_value"]) if "baseline_value" in r else None,
+                                    unit=str(r.get("unit", ""))))
         except (KeyError, TypeError, ValueError) as e:
             raise GapbenchError(f"references.toml: published_gap[{i}]: bad or missing field ({e})") from None
     return out
 
 
 def reference_platforms() -> list[str]:
-    """The names usable with `compare --ref`, in file order."""
-    return list(dict.fromkeys(r.platform for r in load_references()))
+    """The names usable with `compare --ref`, in file order: a platform's default rows, and PLATFORM@COLLECTION
+    for the rows of one published table."""
+    return list(dict.fromkeys(r.name for r in load_references()))
