@@ -92,11 +92,20 @@ def percent_of_peak(m: Measurement, spec: specs_mod.Spec | None) -> tuple[float 
     return None, ""
 
 
+def is_end_to_end(m: Measurement) -> bool:
+    """A model workload (training, inference, a pipeline): its throughput is end-to-end, whatever its FLOPs."""
+    metrics = m.metrics or {}
+    return metrics.get("category") == "model" or ("category" not in metrics and "mfu" in metrics)
+
+
 def classify(m: Measurement | None, ridge: float) -> tuple[str, float | None]:
-    """'compute' or 'memory' by arithmetic intensity against the ridge point; by unit when counts are missing."""
+    """'compute' or 'memory' by arithmetic intensity against the ridge point; by unit when counts are missing;
+    'other' (end-to-end) for model workloads."""
     if m is None:
         return "other", None
     ai = arithmetic_intensity(m)
+    if is_end_to_end(m):
+        return "other", ai
     if ai is not None:
         return ("compute" if ai >= ridge else "memory"), ai
     if m.bytes and not m.flops:

@@ -77,5 +77,6 @@ def run_variant(w: Workload, v: Variant, ctx: Context) -> Measurement:
             peak = device.peak_memory()
         except Exception:
             peak = None
+    metrics = m.metrics if "category" in m.metrics else {**m.metrics, "category": w.category}
     return replace(m, peak_memory_bytes=peak, duration_s=time.monotonic() - t0, started_at=started,
-                   preset=ctx.preset)
+                   preset=ctx.preset, metrics=metrics)
