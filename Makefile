@@ -8,7 +8,7 @@ TORCH ?= torch==2.13.0
 VENV_FLAGS ?=
 EXTRAS ?= models,test
 
-.PHONY: setup run test lint clean
+.PHONY: setup run test lint dist-check clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
@@ -29,5 +29,20 @@ test: setup
 lint: setup
 	$(VENV)/bin/ruff check src tests
 
+# The package as a user installs it: an sdist, a wheel built from it, installed into a fresh venv (with the CPU
+# torch wheel), and three verbs run from the installed copy (catches package data left out of the wheel).
+dist-check: setup
+	rm -rf dist .venv-dist
+	$(VENV)/bin/python -m pip install -q build
+	$(VENV)/bin/python -m build --outdir dist . > /dev/null
+	$(PYTHON) -m venv .venv-dist
+	.venv-dist/bin/python -m pip install -q --upgrade pip
+	.venv-dist/bin/python -m pip install -q $(TORCH)
+	.venv-dist/bin/python -m pip install -q dist/gapbench-*.whl
+	cd /tmp && $(CURDIR)/.venv-dist/bin/gapbench --version
+	cd /tmp && $(CURDIR)/.venv-dist/bin/gapbench specs --no-cpu > /dev/null
+	cd /tmp && $(CURDIR)/.venv-dist/bin/gapbench scan $(CURDIR)/tests/fixtures/scan/cpp --format json > /dev/null
+	@echo "dist-check: the wheel installs and runs"
+
 clean:
-	rm -rf $(VENV) build *.egg-info src/*.egg-info
+	rm -rf $(VENV) .venv-dist build dist *.egg-info src/*.egg-info

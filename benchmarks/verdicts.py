@@ -117,7 +117,7 @@ def main(argv=None) -> int:
     real = [(a, b) for a in one for b in two]
     gemm_fp32 = lambda r: r.workload == "gemm" and r.variant.get("dtype") == "fp32"  # noqa: E731
     results = {
-        "same machine, runs (3 a side)": tally(same, "runs"),
+        f"same machine, runs ({args.runs} a side)": tally(same, "runs"),
         "same machine, single run, run-to-run spread": tally([(first_run(a), first_run(b)) for a, b in same],
                                                               "single"),
         "same machine, single run, within-run CIs": tally([(first_run(a), first_run(b)) for a, b in same],
