@@ -43,45 +43,46 @@ class PythonRules:
         # (literal, confirming regex or None): a file is parsed only when some literal occurs (a fast `in`)
         # and its regex, if any, matches. An import rule needs its top module after `import` or `from`.
         gates: dict[str, re.Pattern | None] = {}
-        always = False
+        self.always = False
         for r in ruleset.rules.values():
-            if "python-attr" in r.kinds:
-                for m in r.match:
-                    self.attr[m] = r
-                    h = r.keyword.split("_")[0] if r.keyword else _hint_for(m)
-                    hints.add(h)
-                    gates[h] = None
-            if "python-import" in r.kinds:
-                for m in r.match:
-                    self.imports[m] = r
-                    head = m.split(".")[0]
-                    hints.add(head)
-                    if head not in gates:
-                        gates[head] = re.compile(r"\b(?:from|import)\s+" + re.escape(head) + r"\b")
-            if "python-method" in r.kinds:
-                for m in r.match:
-                    self.methods[m] = r
-                    hints.add(m)
-                    gates[m] = None
-            if "python-string" in r.kinds:
-                self.strings.append(r)
-                if r.hint:
-                    hints.update(r.hint)
-                    gates.update({h: None for h in r.hint})
-                else:
-                    always = True
+            self._index(r, hints, gates)
         self.hints = tuple(sorted(hints))
         # Plain literals first, the commonest ("cuda") at the head, so that `any` stops early.
         self.gates = sorted(gates.items(), key=lambda g: (g[1] is not None, g[0] != "cuda", g[0]))
         # Cheapest first test: lower-cased literals, none containing another (most files fail it).
-        lows = sorted({h.lower() for h in hints}, key=len)
-        self._quick = tuple(h for i, h in enumerate(lows) if not any(o in h for o in lows[:i]))
-        self.always = always
+        self._quick = _minimal_literals(h.lower() for h in hints)
         # Lines worth walking: a hint, an import, or any string constant when a string rule has no hint.
-        lits = sorted({*(h for h in self.hints), "import"}, key=len)
-        self._walk_literals = tuple(h for i, h in enumerate(lits) if not any(o in h for o in lits[:i]))
-        self._walk_rx = re.compile("['\"]") if always else None
+        self._walk_literals = _minimal_literals([*self.hints, "import"])
+        self._walk_rx = re.compile("['\"]") if self.always else None
         self._fallback = self._fallback_patterns()
+
+    def _index(self, r: Rule, hints: set[str], gates: dict[str, re.Pattern | None]) -> None:
+        """File one rule under its kinds, and note the substrings that make a file worth parsing for it."""
+        if "python-attr" in r.kinds:
+            for m in r.match:
+                self.attr[m] = r
+                h = r.keyword.split("_")[0] if r.keyword else _hint_for(m)
+                hints.add(h)
+                gates[h] = None
+        if "python-import" in r.kinds:
+            for m in r.match:
+                self.imports[m] = r
+                head = m.split(".")[0]
+                hints.add(head)
+                if head not in gates:
+                    gates[head] = re.compile(r"\b(?:from|import)\s+" + re.escape(head) + r"\b")
+        if "python-method" in r.kinds:
+            for m in r.match:
+                self.methods[m] = r
+                hints.add(m)
+                gates[m] = None
+        if "python-string" in r.kinds:
+            self.strings.append(r)
+            if r.hint:
+                hints.update(r.hint)
+                gates.update({h: None for h in r.hint})
+            else:
+                self.always = True
 
     def worth_parsing(self, text: str) -> bool:
         if self.always:
@@ -147,109 +148,159 @@ class PythonRules:
         """Findings in a parsed file. Only statements on lines that hold a hint or an import are walked:
         any name a rule can resolve has its CUDA-looking part on such a line, or behind an import alias
         (the lines using such an alias are walked in a second, equally pruned pass)."""
-        aliases: dict[str, str] = {}
-        found: list[PythonMatch] = []
-        lines = text.split("\n")
-        starts = _line_starts(text)
+        return _FileMatch(self, tree, text).run()
 
-        def col(lineno: int, byte_col: int) -> int:
-            # ast columns count UTF-8 bytes; findings count characters.
-            if 0 < lineno <= len(lines):
-                s = lines[lineno - 1]
-                if not s.isascii():
-                    return len(s.encode("utf-8")[:byte_col].decode("utf-8", errors="replace"))
-            return byte_col
 
-        def add(rule: Rule, lineno: int, byte_col: int, shown: str):
-            found.append(PythonMatch(rule, lineno, col(lineno, byte_col), _short(shown)))
+class _FileMatch:
+    """One parsed file going through the python rules: aliases from its imports, then every walked node."""
 
-        walk_lines = _lines_with(self._walk_literals, text, starts)
-        if self._walk_rx is not None:
-            walk_lines = sorted(set(walk_lines) | set(_lines_of(self._walk_rx, text, starts)))
-        nodes = _pruned_walk(tree, walk_lines)
-        # Imports first (flow-insensitive: an alias anywhere in the file counts everywhere).
-        reported: set[tuple[int, str]] = set()
+    def __init__(self, rules: PythonRules, tree: ast.AST, text: str):
+        self.rules = rules
+        self.tree = tree
+        self.text = text
+        self.lines = text.split("\n")
+        self.starts = _line_starts(text)
+        self.aliases: dict[str, str] = {}
+        self.found: list[PythonMatch] = []
+        self.handled: set[int] = set()      # ids of nodes already reported (inner parts of a dotted chain)
+        self.docstrings: set[int] = set()
+        self.strings: list[Rule] = []
+
+    def run(self) -> list[PythonMatch]:
+        walk_lines = _lines_with(self.rules._walk_literals, self.text, self.starts)
+        if self.rules._walk_rx is not None:
+            walk_lines = sorted(set(walk_lines) | set(_lines_of(self.rules._walk_rx, self.text, self.starts)))
+        nodes = _pruned_walk(self.tree, walk_lines)
+        self._imports(nodes)    # first: aliases are flow-insensitive, one anywhere in the file counts everywhere
+        nodes += self._alias_nodes(nodes)
+        self.strings = self.rules.strings_for(self.text)
+        for node in nodes:
+            self._visit(node)
+        return self.found
+
+    def _col(self, lineno: int, byte_col: int) -> int:
+        # ast columns count UTF-8 bytes; findings count characters.
+        if 0 < lineno <= len(self.lines):
+            s = self.lines[lineno - 1]
+            if not s.isascii():
+                return len(s.encode("utf-8")[:byte_col].decode("utf-8", errors="replace"))
+        return byte_col
+
+    def _add(self, rule: Rule, lineno: int, byte_col: int, shown: str) -> None:
+        self.found.append(PythonMatch(rule, lineno, self._col(lineno, byte_col), _short(shown)))
+
+    # ------------------------------------------------------------ imports and aliases
+
+    def _imports(self, nodes: list[ast.AST]) -> None:
+        reported: set[tuple[int, str]] = set()    # one finding per import statement and rule
         for node in nodes:
             if isinstance(node, ast.Import):
                 for a in node.names:
-                    if a.asname:
-                        aliases[a.asname] = a.name
-                    else:
-                        top = a.name.split(".")[0]
-                        aliases[top] = top
-                    hit = self._longest(self.imports, a.name) or self._longest(self.attr, a.name)
-                    if hit and not hit[1].keyword and (id(node), hit[1].id) not in reported:
-                        reported.add((id(node), hit[1].id))
-                        add(hit[1], a.lineno, a.col_offset, f"import {a.name}")
+                    self._alias_import(a)
+                    self._report_import(node, a, a.name, f"import {a.name}", reported)
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 for a in node.names:
                     if a.name == "*":
                         continue
                     full = f"{node.module}.{a.name}"
-                    aliases[a.asname or a.name] = full
-                    hit = (self._longest(self.imports, full) or self._longest(self.attr, full))
-                    if hit and not hit[1].keyword and (id(node), hit[1].id) not in reported:
-                        reported.add((id(node), hit[1].id))   # one finding per statement and rule
-                        add(hit[1], a.lineno, a.col_offset, f"from {node.module} import {a.name}")
-        hidden = [k for k, q in aliases.items() if k != q and not any(h in k for h in self.hints)
-                  and any(h in q for h in self.hints)]
-        if hidden:
-            rx = re.compile(r"\b(?:" + "|".join(map(re.escape, hidden)) + r")\b")
-            seen = {id(n) for n in nodes}
-            nodes += [n for n in _pruned_walk(tree, _lines_of(rx, text, starts)) if id(n) not in seen]
+                    self.aliases[a.asname or a.name] = full
+                    self._report_import(node, a, full, f"from {node.module} import {a.name}", reported)
 
-        docstrings: set[int] = set()
-        strings = self.strings_for(text)
-        handled: set[int] = set()
-        for node in nodes:
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-                body = node.body
-                if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                    docstrings.add(id(body[0].value))
-            elif isinstance(node, ast.Call):
-                f = node.func
-                dotted = _dotted(f)
-                q = _qualify(dotted, aliases) if dotted else None
-                if q:
-                    hit = self._longest(self.attr, q)
-                    if hit and hit[1].keyword:
-                        handled.add(id(f))
-                        if any(k.arg == hit[1].keyword for k in node.keywords):
-                            add(hit[1], f.lineno, f.col_offset, dotted)
-                if isinstance(f, ast.Attribute) and f.attr in self.methods and id(f) not in handled:
-                    r = self.methods[f.attr]
-                    if r.call and not q:
-                        handled.add(id(f))
-                        add(r, f.end_lineno, f.end_col_offset - len(f.attr), f".{f.attr}()")
-            elif isinstance(node, (ast.Attribute, ast.Name)):
-                if id(node) in handled:
-                    continue
-                dotted = _dotted(node)
-                if dotted is None:
-                    continue
-                # Only the outermost node of a chain reports; mark the inner ones.
-                inner = node.value if isinstance(node, ast.Attribute) else None
-                while isinstance(inner, ast.Attribute):
-                    handled.add(id(inner))
-                    inner = inner.value
-                if inner is not None:
-                    handled.add(id(inner))
-                q = _qualify(dotted, aliases)
-                if q:
-                    hit = self._longest(self.attr, q)
-                    if hit and not hit[1].keyword:
-                        add(hit[1], node.lineno, node.col_offset, dotted)
-                elif isinstance(node, ast.Attribute) and node.attr in self.methods:
-                    r = self.methods[node.attr]
-                    if not r.call:
-                        add(r, node.end_lineno, node.end_col_offset - len(node.attr), f".{node.attr}")
-            elif strings and isinstance(node, ast.Constant) and isinstance(node.value, str):
-                if id(node) in docstrings or _is_prose(node.value):
-                    continue
-                for r in strings:
-                    if r.regex.search(node.value):
-                        add(r, node.lineno, node.col_offset, repr(node.value))
-        return found
+    def _alias_import(self, a: ast.alias) -> None:
+        if a.asname:
+            self.aliases[a.asname] = a.name
+        else:
+            top = a.name.split(".")[0]
+            self.aliases[top] = top
+
+    def _report_import(self, node: ast.AST, a: ast.alias, full: str, shown: str,
+                       reported: set[tuple[int, str]]) -> None:
+        hit = self.rules._longest(self.rules.imports, full) or self.rules._longest(self.rules.attr, full)
+        if hit and not hit[1].keyword and (id(node), hit[1].id) not in reported:
+            reported.add((id(node), hit[1].id))
+            self._add(hit[1], a.lineno, a.col_offset, shown)
+
+    def _alias_nodes(self, nodes: list[ast.AST]) -> list[ast.AST]:
+        """Nodes on the lines that use an alias hiding a hinted name (`import torch.cuda as g`; `g.x()`)."""
+        hints = self.rules.hints
+        hidden = [k for k, q in self.aliases.items() if k != q and not any(h in k for h in hints)
+                  and any(h in q for h in hints)]
+        if not hidden:
+            return []
+        rx = re.compile(r"\b(?:" + "|".join(map(re.escape, hidden)) + r")\b")
+        seen = {id(n) for n in nodes}
+        return [n for n in _pruned_walk(self.tree, _lines_of(rx, self.text, self.starts)) if id(n) not in seen]
+
+    # ------------------------------------------------------------ the nodes
+
+    def _visit(self, node: ast.AST) -> None:
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            self._note_docstring(node)
+        elif isinstance(node, ast.Call):
+            self._call(node)
+        elif isinstance(node, (ast.Attribute, ast.Name)):
+            if id(node) not in self.handled:
+                self._name(node)
+        elif self.strings and isinstance(node, ast.Constant) and isinstance(node.value, str):
+            self._string(node)
+
+    def _note_docstring(self, node) -> None:
+        body = node.body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            self.docstrings.add(id(body[0].value))
+
+    def _call(self, node: ast.Call) -> None:
+        f = node.func
+        dotted = _dotted(f)
+        q = _qualify(dotted, self.aliases) if dotted else None
+        if q:
+            hit = self.rules._longest(self.rules.attr, q)
+            if hit and hit[1].keyword:
+                self.handled.add(id(f))
+                if any(k.arg == hit[1].keyword for k in node.keywords):
+                    self._add(hit[1], f.lineno, f.col_offset, dotted)
+        if isinstance(f, ast.Attribute) and f.attr in self.rules.methods and id(f) not in self.handled:
+            r = self.rules.methods[f.attr]
+            if r.call and not q:
+                self.handled.add(id(f))
+                self._add(r, f.end_lineno, f.end_col_offset - len(f.attr), f".{f.attr}()")
+
+    def _name(self, node: ast.Attribute | ast.Name) -> None:
+        dotted = _dotted(node)
+        if dotted is None:
+            return
+        self._mark_inner(node)
+        q = _qualify(dotted, self.aliases)
+        if q:
+            hit = self.rules._longest(self.rules.attr, q)
+            if hit and not hit[1].keyword:
+                self._add(hit[1], node.lineno, node.col_offset, dotted)
+        elif isinstance(node, ast.Attribute) and node.attr in self.rules.methods:
+            r = self.rules.methods[node.attr]
+            if not r.call:
+                self._add(r, node.end_lineno, node.end_col_offset - len(node.attr), f".{node.attr}")
+
+    def _mark_inner(self, node: ast.AST) -> None:
+        """Only the outermost node of a dotted chain reports: mark the inner ones as handled."""
+        inner = node.value if isinstance(node, ast.Attribute) else None
+        while isinstance(inner, ast.Attribute):
+            self.handled.add(id(inner))
+            inner = inner.value
+        if inner is not None:
+            self.handled.add(id(inner))
+
+    def _string(self, node: ast.Constant) -> None:
+        if id(node) in self.docstrings or _is_prose(node.value):
+            return
+        for r in self.strings:
+            if r.regex.search(node.value):
+                self._add(r, node.lineno, node.col_offset, repr(node.value))
+
+
+def _minimal_literals(literals) -> tuple[str, ...]:
+    """The literals, shortest first, without any that contains another (a text holding it holds the other)."""
+    lits = sorted(set(literals), key=len)
+    return tuple(h for i, h in enumerate(lits) if not any(o in h for o in lits[:i]))
 
 
 def _lines_of(rx: re.Pattern, text: str, starts: list[int]) -> list[int]:

@@ -74,34 +74,48 @@ def walk(root: str, respect_gitignore: bool = True) -> tuple[list[Entry], list[S
             ignorer = ignorer.with_file(rel_folder, _read_small(os.path.join(folder, ".gitignore")))
         subdirs = []
         for e in items:
-            rel = f"{rel_folder}/{e.name}" if rel_folder else e.name
             if e.name in VCS_DIRS:
                 continue
-            try:
-                is_link = e.is_symlink()
-                is_dir = e.is_dir(follow_symlinks=False)
-            except OSError as err:
-                skipped.append(Skipped(rel, f"cannot stat: {err.strerror}"))
-                continue
-            if respect_gitignore and ignorer.ignored(rel, is_dir):
-                continue
-            if is_link:
-                skipped.append(Skipped(rel, _symlink_reason(e.path, root)))
-            elif is_dir:
-                if e.name in VENDORED_DIRS:
-                    skipped.append(Skipped(rel, f"folder skipped: {VENDORED_DIRS[e.name]}"))
-                elif os.path.isfile(os.path.join(e.path, "pyvenv.cfg")):
-                    skipped.append(Skipped(rel, "folder skipped: a Python virtual environment (pyvenv.cfg)"))
-                else:
-                    subdirs.append((e.path, rel, ignorer))
-            elif e.is_file(follow_symlinks=False):
-                try:
-                    size = e.stat(follow_symlinks=False).st_size
-                except OSError as err:
-                    skipped.append(Skipped(rel, f"cannot stat: {err.strerror}"))
-                    continue
-                entries.append(Entry(rel, e.path, size))
-            else:
-                skipped.append(Skipped(rel, "not a regular file"))
+            rel = f"{rel_folder}/{e.name}" if rel_folder else e.name
+            sub = _visit(e, rel, root, ignorer if respect_gitignore else None, entries, skipped)
+            if sub:
+                subdirs.append((e.path, rel, ignorer))
         stack.extend(reversed(subdirs))
     return entries, skipped
+
+
+def _visit(e: os.DirEntry, rel: str, root: str, ignorer: Ignorer | None, entries: list[Entry],
+           skipped: list[Skipped]) -> bool:
+    """File one directory entry as an entry or a skip; True when it is a folder to descend into."""
+    try:
+        is_link = e.is_symlink()
+        is_dir = e.is_dir(follow_symlinks=False)
+    except OSError as err:
+        skipped.append(Skipped(rel, f"cannot stat: {err.strerror}"))
+        return False
+    if ignorer is not None and ignorer.ignored(rel, is_dir):
+        return False
+    if is_link:
+        skipped.append(Skipped(rel, _symlink_reason(e.path, root)))
+    elif is_dir:
+        reason = _skipped_folder(e)
+        if not reason:
+            return True
+        skipped.append(Skipped(rel, reason))
+    elif e.is_file(follow_symlinks=False):
+        try:
+            entries.append(Entry(rel, e.path, e.stat(follow_symlinks=False).st_size))
+        except OSError as err:
+            skipped.append(Skipped(rel, f"cannot stat: {err.strerror}"))
+    else:
+        skipped.append(Skipped(rel, "not a regular file"))
+    return False
+
+
+def _skipped_folder(e: os.DirEntry) -> str:
+    """Why a folder below the root is not descended into, or '' when it is."""
+    if e.name in VENDORED_DIRS:
+        return f"folder skipped: {VENDORED_DIRS[e.name]}"
+    if os.path.isfile(os.path.join(e.path, "pyvenv.cfg")):
+        return "folder skipped: a Python virtual environment (pyvenv.cfg)"
+    return ""
