@@ -143,9 +143,9 @@ def port(src: str | os.PathLike, dst: str | os.PathLike, target: str = "rocm", *
                             f"got {target!r}")
     src, dst = os.fspath(src), os.fspath(dst)
     rsrc, rdst = _check_paths(src, dst)
-    entries, skipped = walk(rsrc, respect_gitignore=respect_gitignore)
+    entries, skipped, notes = walk(rsrc, respect_gitignore=respect_gitignore)
     os.makedirs(rdst, exist_ok=True)
-    report = PortReport(input=rsrc, output=rdst, target=target, skipped=skipped)
+    report = PortReport(input=rsrc, output=rdst, target=target, skipped=skipped, notes=notes)
     counts: Counter[str] = Counter()
     first: dict[str, str] = {}
     for e in entries:

@@ -6,6 +6,8 @@ import errno
 import os
 from dataclasses import dataclass
 
+from gapbench.scan import gitignore
+from gapbench.scan.findings import Note
 from gapbench.scan.gitignore import Ignorer
 
 VCS_DIRS = frozenset({".git", ".hg", ".svn"})
@@ -54,13 +56,15 @@ def _read_small(path: str, limit: int = 1 << 20) -> str:
         return ""
 
 
-def walk(root: str, respect_gitignore: bool = True) -> tuple[list[Entry], list[Skipped]]:
-    """All regular files under root (sorted), and what was skipped on the way with the reason."""
+def walk(root: str, respect_gitignore: bool = True) -> tuple[list[Entry], list[Skipped], list[Note]]:
+    """All regular files under root (sorted), what was skipped on the way with the reason, and notes (.gitignore
+    lines that could not be used)."""
     root = os.path.realpath(root)
     entries: list[Entry] = []
     skipped: list[Skipped] = []
+    notes: list[Note] = []
     if os.path.isfile(root):
-        return [Entry(os.path.basename(root), root, os.path.getsize(root))], []
+        return [Entry(os.path.basename(root), root, os.path.getsize(root))], [], []
     stack: list[tuple[str, str, Ignorer]] = [(root, "", Ignorer())]
     while stack:
         folder, rel_folder, ignorer = stack.pop()
@@ -71,7 +75,7 @@ def walk(root: str, respect_gitignore: bool = True) -> tuple[list[Entry], list[S
             skipped.append(Skipped(rel_folder or ".", f"cannot read folder: {e.strerror}"))
             continue
         if respect_gitignore and any(e.name == ".gitignore" and e.is_file(follow_symlinks=False) for e in items):
-            ignorer = ignorer.with_file(rel_folder, _read_small(os.path.join(folder, ".gitignore")))
+            ignorer = _with_gitignore(ignorer, folder, rel_folder, notes)
         subdirs = []
         for e in items:
             if e.name in VCS_DIRS:
@@ -81,7 +85,15 @@ def walk(root: str, respect_gitignore: bool = True) -> tuple[list[Entry], list[S
             if sub:
                 subdirs.append((e.path, rel, ignorer))
         stack.extend(reversed(subdirs))
-    return entries, skipped
+    return entries, skipped, notes
+
+
+def _with_gitignore(ignorer: Ignorer, folder: str, rel_folder: str, notes: list[Note]) -> Ignorer:
+    spec, bad = gitignore.load(_read_small(os.path.join(folder, ".gitignore")))
+    rel = f"{rel_folder}/.gitignore" if rel_folder else ".gitignore"
+    for b in bad:
+        notes.append(Note(rel, f"line {b.line}: pattern {b.pattern!r} skipped ({b.why})"))
+    return ignorer.with_spec(rel_folder, spec)
 
 
 def _visit(e: os.DirEntry, rel: str, root: str, ignorer: Ignorer | None, entries: list[Entry],

@@ -1,0 +1,55 @@
+"""gapbench scan / port on inputs that used to break them: bad and hostile .gitignore patterns, file names that
+are not UTF-8, an output that would overwrite an input, setuid bits and name collisions in port."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from gapbench.scan import scan
+from gapbench.scan.port import port
+
+SARIF_SCHEMA = Path(__file__).resolve().parents[2] / "shared/data/sarif-schema-2.1.0.json"
+CUDA_PY = "import torch\ntorch.cuda.synchronize()\n"
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return path
+
+
+def one_error_line(capsys) -> str:
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and err.startswith("gapbench: error:"), err
+    return err
+
+
+# ---------------------------------------------------------------- .gitignore through pathspec
+
+def test_a_bad_gitignore_pattern_is_skipped_with_a_note(tmp_path):
+    src = tmp_path / "src"
+    write(src / ".gitignore", "[z-a]\n*.gen.py\n")
+    write(src / "kept.py", CUDA_PY)
+    write(src / "x.gen.py", CUDA_PY)
+    write(src / "k.cu", "#include <cuda_runtime.h>\nvoid f() { cudaDeviceSynchronize(); }\n")
+    r = scan(src, jobs=1)
+    assert {f.path for f in r.findings} == {"kept.py", "k.cu"}, "the good pattern after the bad one still applies"
+    assert [(n.path, n.note.split(":")[0]) for n in r.notes] == [(".gitignore", "line 1")]
+    assert "[z-a]" in r.notes[0].note
+    ported = port(src, tmp_path / "hip", scan_output=False)
+    assert {p.source for p in ported.translated} == {"k.cu"} and not (tmp_path / "hip" / "x.gen.py").exists()
+    assert any(n.path == ".gitignore" for n in ported.notes)
+
+
+def test_stacked_wildcards_match_in_linear_time(tmp_path):
+    # A backtracking matcher takes seconds per path on this pattern (minutes with a few more `**a`).
+    write(tmp_path / ".gitignore", "**a" * 16 + "\n")
+    write(tmp_path / ("a" * 30 + "b.py"), CUDA_PY)
+    write(tmp_path / ("a" * 20 + "d/" + "a" * 30 + "c.py"), CUDA_PY)
+    t0 = time.perf_counter()
+    r = scan(tmp_path, jobs=1)
+    assert time.perf_counter() - t0 < 3
+    assert len(r.findings) == 2, "neither name ends in 'a', so neither is ignored"
+    write(tmp_path / ".gitignore", "**a" * 16 + "b.py\n")
+    assert {f.path for f in scan(tmp_path, jobs=1).findings} == {"a" * 20 + "d/" + "a" * 30 + "c.py"}
