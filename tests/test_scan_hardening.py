@@ -3,9 +3,14 @@ are not UTF-8, an output that would overwrite an input, setuid bits and name col
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from pathlib import Path
 
+import pytest
+
+from gapbench.cli import main as cli
 from gapbench.scan import scan
 from gapbench.scan.port import port
 
@@ -53,3 +58,50 @@ def test_stacked_wildcards_match_in_linear_time(tmp_path):
     assert len(r.findings) == 2, "neither name ends in 'a', so neither is ignored"
     write(tmp_path / ".gitignore", "**a" * 16 + "b.py\n")
     assert {f.path for f in scan(tmp_path, jobs=1).findings} == {"a" * 20 + "d/" + "a" * 30 + "c.py"}
+
+
+# ---------------------------------------------------------------- file names that are not UTF-8
+
+@pytest.fixture
+def latin1_tree(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    name = os.fsdecode(b"caf\xe9.cu")       # a Latin-1 byte: not UTF-8
+    try:
+        (src / name).write_text("#include <cuda_runtime.h>\nvoid f() { cudaDeviceSynchronize(); }\n")
+    except (OSError, UnicodeError):
+        pytest.skip("this file system does not take file names that are not UTF-8")
+    return src
+
+
+@pytest.mark.parametrize("fmt", ["table", "json", "md", "html", "sarif"])
+def test_every_format_shows_a_non_utf8_file_name(latin1_tree, tmp_path, fmt, capsys):
+    out = tmp_path / f"report.{fmt}"
+    out.write_text("an older report")
+    assert cli(["scan", str(latin1_tree), "-f", fmt, "-o", str(out)]) == 0, capsys.readouterr().err
+    text = out.read_bytes().decode("utf-8")      # valid UTF-8
+    shown = "caf\\xe9.cu"                           # the byte 0xE9 written as an escape
+    if fmt == "json":
+        assert {f["path"] for f in json.loads(text)["findings"]} == {shown}
+    elif fmt == "sarif":
+        doc = json.loads(text)
+        uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] for r in doc["runs"][0]["results"]}
+        assert uris == {"caf%5Cxe9.cu"}
+        if SARIF_SCHEMA.exists():
+            import jsonschema
+
+            schema = json.loads(SARIF_SCHEMA.read_text())
+            jsonschema.validators.validator_for(schema)(schema).validate(doc)
+    elif fmt == "md":
+        assert "caf\\\\xe9.cu" in text              # Markdown escapes the backslash
+    else:
+        assert shown in text
+
+
+def test_stdout_and_port_show_a_non_utf8_file_name(latin1_tree, tmp_path, capsys):
+    assert cli(["scan", str(latin1_tree), "-f", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["findings"][0]["path"] == "caf\\xe9.cu"
+    assert cli(["port", str(latin1_tree), "-o", str(tmp_path / "hip"), "-f", "json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert [p["source"] for p in d["translated"]] == ["caf\\xe9.cu"]
+    assert os.listdir(tmp_path / "hip") == [os.fsdecode(b"caf\xe9.cu")], "the output keeps the real name"

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from gapbench.errors import GapbenchError
 from gapbench.scan.engine import BINARY_SNIFF, kinds_of
-from gapbench.scan.findings import Note
+from gapbench.scan.findings import Note, shown_path
 from gapbench.scan.match_text import _C_COMMENT_OR_STRING, CPP_CUDA_HINT
 from gapbench.scan.scanreport import ScanReport
 from gapbench.scan.walker import Skipped, walk
@@ -65,17 +65,20 @@ class PortReport:
     def to_dict(self) -> dict:
         rem = self.remaining
         left = [f for f in rem.findings if rem.verdict(f, self.target) in ("manual", "blocker")] if rem else []
+        shown = shown_path     # file names that are not UTF-8 are shown with \xNN escapes
         return {
-            "schema": "gapbench.port/1", "input": self.input, "output": self.output, "target": self.target,
-            "translated": [{"source": p.source, "output": p.output, "changed": p.changed,
+            "schema": "gapbench.port/1", "input": shown(self.input), "output": shown(self.output),
+            "target": self.target,
+            "translated": [{"source": shown(p.source), "output": shown(p.output), "changed": p.changed,
                             "kernel_launches": p.kernel_launches} for p in self.translated],
             "copied": self.copied,
-            "unmapped": [{"identifier": u.identifier, "count": u.count, "first": u.first} for u in self.unmapped],
+            "unmapped": [{"identifier": u.identifier, "count": u.count, "first": shown(u.first)}
+                         for u in self.unmapped],
             "remaining_work": [{"path": f.path, "line": f.line, "column": f.column, "rule": f.rule, "text": f.text,
                                 "verdict": rem.verdict(f, self.target), "fix": rem.ruleset.rules[f.rule].fix}
                                for f in left],
-            "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
-            "notes": [{"path": n.path, "note": n.note} for n in self.notes],
+            "skipped": [{"path": shown(s.path), "reason": s.reason} for s in self.skipped],
+            "notes": [{"path": shown(n.path), "note": n.note} for n in self.notes],
         }
 
 
