@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 from pathlib import Path
 
@@ -105,3 +106,42 @@ def test_stdout_and_port_show_a_non_utf8_file_name(latin1_tree, tmp_path, capsys
     d = json.loads(capsys.readouterr().out)
     assert [p["source"] for p in d["translated"]] == ["caf\\xe9.cu"]
     assert os.listdir(tmp_path / "hip") == [os.fsdecode(b"caf\xe9.cu")], "the output keeps the real name"
+
+
+# ---------------------------------------------------------------- the report never lands on what is read
+
+def test_an_output_that_is_an_input_is_refused_before_any_work(tmp_path, capsys):
+    cu = write(tmp_path / "f.cu", "__global__ void k() {}\n")
+    rules = write(tmp_path / "mine.toml", "")
+    tree = tmp_path / "tree"
+    write(tree / "a.py", CUDA_PY)
+    cases = [(["scan", str(cu), "-o", str(cu)], "one of the inputs"),
+             (["scan", str(tree), "-f", "json", "-o", str(tree / "report.json")], "inside the scanned folder"),
+             (["scan", str(tree), "-o", str(tmp_path)], "is a folder"),
+             (["scan", str(tree), "--rules", str(rules), "-o", str(rules)], "one of the inputs")]
+    for args, why in cases:
+        assert cli(args) == 2, args
+        assert why in one_error_line(capsys)
+    link = tmp_path / "link.md"
+    link.symlink_to(cu)
+    assert cli(["scan", str(cu), "-f", "md", "-o", str(link)]) == 2
+    assert "one of the inputs" in one_error_line(capsys)
+    assert cu.read_text() == "__global__ void k() {}\n" and rules.read_text() == ""
+    assert sorted(p.name for p in tree.iterdir()) == ["a.py"]
+
+
+def test_reports_are_written_through_a_temporary_file(tmp_path, capsys):
+    write(tmp_path / "src" / "a.py", CUDA_PY)
+    out = tmp_path / "out" / "r.json"
+    out.parent.mkdir()
+    mask = os.umask(0o022)
+    try:
+        assert cli(["scan", str(tmp_path / "src"), "-f", "json", "-o", str(out)]) == 0
+    finally:
+        os.umask(mask)
+    assert json.loads(out.read_text())["stats"]["findings"] == 1
+    assert os.listdir(out.parent) == ["r.json"], "no temporary file is left behind"
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644, "permissions as a plain open() gives them"
+    out.chmod(0o600)
+    assert cli(["scan", str(tmp_path / "src"), "-f", "md", "-o", str(out)]) == 0
+    assert stat.S_IMODE(out.stat().st_mode) == 0o600 and out.read_text().startswith("# CUDA lock-in scan")
