@@ -145,3 +145,42 @@ def test_reports_are_written_through_a_temporary_file(tmp_path, capsys):
     out.chmod(0o600)
     assert cli(["scan", str(tmp_path / "src"), "-f", "md", "-o", str(out)]) == 0
     assert stat.S_IMODE(out.stat().st_mode) == 0o600 and out.read_text().startswith("# CUDA lock-in scan")
+
+
+# ---------------------------------------------------------------- port: no setuid bits, no collisions
+
+def test_port_never_sets_setuid_setgid_or_sticky_bits(tmp_path):
+    src = tmp_path / "src"
+    tool = write(src / "tool.sh", "#!/bin/sh\nnvidia-smi\n")
+    kernel = write(src / "k.cu", "#include <cuda_runtime.h>\n__global__ void k() {}\n")
+    tool.chmod(0o6755)
+    kernel.chmod(0o4644)
+    if not stat.S_IMODE(tool.stat().st_mode) & stat.S_ISUID:
+        pytest.skip("this file system does not keep setuid bits")
+    port(src, tmp_path / "hip", scan_output=False)
+    assert stat.S_IMODE((tmp_path / "hip" / "tool.sh").stat().st_mode) == 0o755
+    assert stat.S_IMODE((tmp_path / "hip" / "k.cu").stat().st_mode) == 0o644
+
+
+def test_port_refuses_a_name_collision_before_writing(tmp_path, capsys):
+    src = tmp_path / "src"
+    write(src / "a.cu", "#include <cuda_runtime.h>\n__global__ void k() {}\n")
+    write(src / "a.hip", "// hand-written HIP twin\n")
+    write(src / "b.cu", "#include <cuda_runtime.h>\n__global__ void b() {}\n")
+    out = tmp_path / "hip"
+    assert cli(["port", str(src), "-o", str(out), "--rename"]) == 2
+    err = one_error_line(capsys)
+    assert "a.cu and a.hip" in err and "a.hip" in err
+    assert not out.exists() or not os.listdir(out), "nothing written"
+    assert cli(["port", str(src), "-o", str(out)]) == 0, "without --rename the names do not collide"
+    assert (out / "a.hip").read_text() == "// hand-written HIP twin\n"
+
+
+def test_port_output_inside_the_source_through_a_link_is_refused(tmp_path, capsys):
+    src = tmp_path / "src"
+    write(src / "a.cu", "__global__ void k() {}\n")
+    (src / "empty").mkdir()
+    (tmp_path / "out").symlink_to(src / "empty")
+    assert cli(["port", str(src), "-o", str(tmp_path / "out")]) == 2
+    assert "inside" in one_error_line(capsys)
+    assert not os.listdir(src / "empty")
