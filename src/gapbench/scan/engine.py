@@ -12,10 +12,12 @@ import re
 import warnings
 from collections.abc import Iterable
 
+from gapbench.scan import cuda_api
 from gapbench.scan.findings import FileResult, Finding, Note
+from gapbench.scan.match_cpp import CppRules
 from gapbench.scan.match_notebook import scan_notebook
 from gapbench.scan.match_python import PythonRules, _short
-from gapbench.scan.match_text import CPP_CUDA_HINT, TextRules, mask_c_comments, mask_hash_comments
+from gapbench.scan.match_text import CPP_CUDA_HINT, TextRules, mask_hash_comments
 from gapbench.scan.rules import RuleSet, load_rules
 from gapbench.scan.walker import Entry
 
@@ -59,6 +61,7 @@ class Matcher:
         self.ruleset = ruleset
         self.python = PythonRules(ruleset)
         self.text = TextRules(ruleset)
+        self.cpp = CppRules(ruleset, self.text)
         self.max_bytes = max_bytes
 
     def scan_file(self, entry: Entry, kinds: tuple[str, ...]) -> FileResult:
@@ -97,8 +100,7 @@ class Matcher:
         if "notebook" in kinds:
             raw += scan_notebook(entry.rel, text, self.python, self.text, res.notes)
         if "cpp" in kinds or ("cpp?" in kinds and CPP_CUDA_HINT.search(text)):
-            masked = mask_c_comments(text)
-            raw += [(m.rule.id, m.line, m.col, m.text) for m in self.text.match("cpp", name, masked)]
+            raw += [(m.rule.id, m.line, m.col, m.text) for m in self.cpp.match(name, text)]
         for kind in ("deps", "build"):
             if kind in kinds:
                 masked = mask_hash_comments(text)
@@ -169,6 +171,8 @@ def scan_entries(items: list[tuple[Entry, tuple[str, ...]]], ruleset: RuleSet, m
         for e, k in items:
             yield e, m.scan_file(e, k)
         return
+    if ruleset.api_rules() and any("cpp" in k or "cpp?" in k for _, k in items):
+        cuda_api.dictionary()   # built once here, shared by the forked workers
     size = max(16, min(256, len(items) // (jobs * 8) or 1))
     chunks = [items[i:i + size] for i in range(0, len(items), size)]
     ctx = multiprocessing.get_context("fork")

@@ -29,6 +29,25 @@ def mask_c_comments(text: str) -> str:
     return _C_COMMENT_OR_STRING.sub(lambda m: m.group(0) if m.group(0)[0] in "\"'" else _blank(m), text)
 
 
+def mask_c_code(text: str) -> tuple[str, str]:
+    """(text with comments blanked, text with comments and string/char literals blanked), offsets kept."""
+    masked: list[str] = []
+    code: list[str] = []
+    last = 0
+    for m in _C_COMMENT_OR_STRING.finditer(text):
+        before = text[last:m.start()]
+        masked.append(before)
+        code.append(before)
+        s = m.group(0)
+        blank = _blank(m)
+        masked.append(s if s[0] in "\"'" else blank)
+        code.append(blank)
+        last = m.end()
+    masked.append(text[last:])
+    code.append(text[last:])
+    return "".join(masked), "".join(code)
+
+
 def mask_hash_comments(text: str) -> str:
     """The text with whole-line '#' comments blanked (shell, YAML, requirements, Dockerfile, CMake)."""
     if "#" not in text:
@@ -52,6 +71,8 @@ class TextRules:
         found = []
         starts = starts or _line_starts(masked)
         for r in self.by_kind[kind]:
+            if r.regex is None:     # a cpp rule that only names API libraries (match_cpp)
+                continue
             if r.files and not any(fnmatch.fnmatchcase(name, g) for g in r.files):
                 continue
             if r.hint and not any(h in masked for h in r.hint):
