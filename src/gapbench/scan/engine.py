@@ -17,7 +17,7 @@ from gapbench.scan.findings import FileResult, Finding, Note
 from gapbench.scan.match_cpp import CppRules
 from gapbench.scan.match_notebook import scan_notebook
 from gapbench.scan.match_python import PythonRules, _short
-from gapbench.scan.match_text import CPP_CUDA_HINT, TextRules, mask_hash_comments
+from gapbench.scan.match_text import CPP_CUDA_HINT, TextRules, is_makefile, mask_hash_comments, mask_make_messages
 from gapbench.scan.rules import RuleSet, load_rules
 from gapbench.scan.walker import Entry
 
@@ -104,6 +104,8 @@ class Matcher:
         for kind in ("deps", "build"):
             if kind in kinds:
                 masked = mask_hash_comments(text)
+                if kind == "build" and is_makefile(name):
+                    masked = mask_make_messages(masked)
                 raw += [(m.rule.id, m.line, m.col, m.text) for m in self.text.match(kind, name, masked)]
         if raw:
             res.findings, res.suppressed = _apply_suppressions(entry.rel, text, raw)

@@ -17,6 +17,8 @@ CPP_CUDA_HINT = re.compile(
 # Comments in C/C++ (string literals are matched so that a "//" inside one is left alone; PTX lives there).
 _C_COMMENT_OR_STRING = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.DOTALL)
 _HASH_COMMENT_LINE = re.compile(r"^[ \t]*#(?![ \t]*include)[^\n]*", re.MULTILINE)
+# Messages make prints ($(info ...), $(warning ...), $(error ...)) name tools without using them.
+_MAKE_MESSAGE = re.compile(r"\$\((?:info|warning|error)\s[^\n]*")
 
 
 def _blank(m: re.Match) -> str:
@@ -53,6 +55,16 @@ def mask_hash_comments(text: str) -> str:
     if "#" not in text:
         return text
     return _HASH_COMMENT_LINE.sub(lambda m: m.group(0) if m.group(0).lstrip().startswith("#!") else _blank(m), text)
+
+
+def is_makefile(name: str) -> bool:
+    low = name.lower()
+    return low in ("makefile", "gnumakefile") or low.endswith((".mk", ".make"))
+
+
+def mask_make_messages(text: str) -> str:
+    """The text with make's $(info/warning/error ...) messages blanked (same length, same line breaks)."""
+    return _MAKE_MESSAGE.sub(_blank, text) if "$(" in text else text
 
 
 @dataclass
