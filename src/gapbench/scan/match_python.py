@@ -37,6 +37,7 @@ class PythonRules:
     def __init__(self, ruleset: RuleSet):
         self.attr: dict[str, Rule] = {}
         self.imports: dict[str, Rule] = {}
+        self.import_uses: dict[str, Rule] = {}     # python-import rules whose every use is a finding too
         self.methods: dict[str, Rule] = {}
         self.strings: list[Rule] = []
         hints: set[str] = set()
@@ -53,6 +54,8 @@ class PythonRules:
         self._quick = _minimal_literals(h.lower() for h in hints)
         # Lines worth walking: a hint, an import, or any string constant when a string rule has no hint.
         self._walk_literals = _minimal_literals([*self.hints, "import"])
+        # Each hint -> the walk literal it contains (itself when it is one): if that does not occur, neither does it.
+        self._cover = {h: next((w for w in self._walk_literals if w in h), h) for h in self.hints}
         self._walk_rx = re.compile("['\"]") if self.always else None
         self._fallback = self._fallback_patterns()
 
@@ -61,12 +64,14 @@ class PythonRules:
         if "python-attr" in r.kinds:
             for m in r.match:
                 self.attr[m] = r
-                h = r.keyword.split("_")[0] if r.keyword else _hint_for(m)
-                hints.add(h)
-                gates[h] = None
+                for h in r.hint or (r.keyword.split("_")[0] if r.keyword else _hint_for(m),):
+                    hints.add(h)
+                    gates[h] = None
         if "python-import" in r.kinds:
             for m in r.match:
                 self.imports[m] = r
+                if r.uses:
+                    self.import_uses[m] = r
                 head = m.split(".")[0]
                 hints.add(head)
                 if head not in gates:
@@ -102,8 +107,22 @@ class PythonRules:
                 return None
             name = name.rsplit(".", 1)[0]
 
-    def strings_for(self, text: str) -> list[Rule]:
-        return [r for r in self.strings if not r.hint or any(h in text for h in r.hint)]
+    def strings_for(self, text: str, found: set[str] | None = None) -> list[Rule]:
+        """The python-string rules worth trying on this file: those without hints, and those whose hint occurs.
+        `found`: the walk literals known to occur; a hint is then searched for only when the walk literal it
+        contains was found (each hint once, however many rules share it)."""
+        present: dict[str, bool] = {}
+
+        def occurs(h: str) -> bool:
+            if h not in present:
+                if found is None:
+                    present[h] = h in text
+                else:
+                    cover = self._cover.get(h, h)
+                    present[h] = cover in found and (cover == h or h in text)
+            return present[h]
+
+        return [r for r in self.strings if not r.hint or any(occurs(h) for h in r.hint)]
 
     # ---------------------------------------------------------------- the text fallback (syntax errors)
 
@@ -167,13 +186,14 @@ class _FileMatch:
         self.strings: list[Rule] = []
 
     def run(self) -> list[PythonMatch]:
-        walk_lines = _lines_with(self.rules._walk_literals, self.text, self.starts)
+        found: set[str] = set()
+        walk_lines = _lines_with(self.rules._walk_literals, self.text, self.starts, found)
         if self.rules._walk_rx is not None:
             walk_lines = sorted(set(walk_lines) | set(_lines_of(self.rules._walk_rx, self.text, self.starts)))
         nodes = _pruned_walk(self.tree, walk_lines)
         self._imports(nodes)    # first: aliases are flow-insensitive, one anywhere in the file counts everywhere
         nodes += self._alias_nodes(nodes)
-        self.strings = self.rules.strings_for(self.text)
+        self.strings = self.rules.strings_for(self.text, found)
         for node in nodes:
             self._visit(node)
         return self.found
@@ -275,6 +295,8 @@ class _FileMatch:
             hit = self.rules._longest(self.rules.attr, q)
             if hit and not hit[1].keyword:
                 self._add(hit[1], node.lineno, node.col_offset, dotted)
+            elif not hit and (used := self.rules._longest(self.rules.import_uses, q)):
+                self._add(used[1], node.lineno, node.col_offset, dotted)   # e.g. rotary_emb.apply_rotary(...)
         elif isinstance(node, ast.Attribute) and node.attr in self.rules.methods:
             r = self.rules.methods[node.attr]
             if not r.call:
@@ -313,12 +335,15 @@ def _lines_of(rx: re.Pattern, text: str, starts: list[int]) -> list[int]:
     return out
 
 
-def _lines_with(literals: tuple[str, ...], text: str, starts: list[int]) -> list[int]:
+def _lines_with(literals: tuple[str, ...], text: str, starts: list[int],
+                found: set[str] | None = None) -> list[int]:
     """Sorted line numbers (1-based) holding one of the literals (str.find is much faster than a regex
-    alternation over a large file)."""
+    alternation over a large file); the literals that occur are added to `found`."""
     lines: set[int] = set()
     for lit in literals:
         i = text.find(lit)
+        if i >= 0 and found is not None:
+            found.add(lit)
         while i >= 0:
             line = bisect_right(starts, i)
             lines.add(line)

@@ -22,8 +22,11 @@ _MAKE_MESSAGE = re.compile(r"\$\((?:info|warning|error)\s[^\n]*")
 
 
 def _blank(m: re.Match) -> str:
+    """Spaces for the match, its line breaks kept."""
     s = m.group(0)
-    return re.sub(r"[^\n]", " ", s)
+    if "\n" not in s:
+        return " " * len(s)
+    return "\n".join(" " * len(part) for part in s.split("\n"))
 
 
 def mask_c_comments(text: str) -> str:
