@@ -7,6 +7,7 @@ Fetches nothing: give it checkouts of the labelled repositories at the labelled 
 
 A labelled line counts as found when the scanner reports at least one finding on it; a flagged line in a
 labelled file that carries no label is a false alarm. Files that are not labelled are not counted either way.
+Scores are given per split of the labels: the files the rules were developed on, and the held-out files.
 """
 
 from __future__ import annotations
@@ -65,8 +66,7 @@ def head_commit(path: Path) -> str | None:
     return out.stdout.strip() if out.returncode == 0 else None
 
 
-def score_repo(root: Path, files: list[dict]) -> Score:
-    report = scan(root, jobs=1)
+def score_repo(report, files: list[dict]) -> Score:
     flagged: dict[str, set[int]] = {}
     for f in report.findings:
         flagged.setdefault(f.path, set()).add(f.line)
@@ -104,29 +104,35 @@ def main(argv: list[str] | None = None) -> int:
         if not sep or name not in commits:
             p.error(f"{item!r}: expected OWNER/NAME=PATH with a labelled repository ({', '.join(commits)})")
         paths[name] = Path(path)
-    total = Score()
-    print(f"{'repository':<22} {'commit':<12} {'files':>5} {'labelled':>8} {'found':>6} {'recall':>7} "
-          f"{'flagged':>7} {'false':>6} {'precision':>9}")
     for name, root in paths.items():
-        files = [f for f in data["file"] if f["repo"] == name]
         head = head_commit(root)
         if head and head != commits[name]:
             print(f"warning: {name} is checked out at {head[:12]}, the labels are for {commits[name][:12]}",
                   file=sys.stderr)
-        s = score_repo(root, files)
-        total.add(s)
-        print(f"{name:<22} {commits[name][:12]:<12} {len(files):>5} {s.labelled:>8} {s.found:>6} {s.recall:>7.3f} "
-              f"{s.flagged:>7} {s.false_alarms:>6} {s.precision:>9.3f}")
-        if args.misses:
-            for m in s.misses:
-                print(f"    missed      {m}")
-            for a in s.alarms:
-                print(f"    false alarm {a}")
-    nfiles = sum(1 for f in data["file"] if f["repo"] in paths)
-    print(f"{'overall':<22} {'':<12} {nfiles:>5} {total.labelled:>8} {total.found:>6} {total.recall:>7.3f} "
-          f"{total.flagged:>7} {total.false_alarms:>6} {total.precision:>9.3f}")
-    print("\nrecall by kind: " + ", ".join(f"{k} {total.found_by_kind[k]}/{n}"
-                                           for k, n in sorted(total.by_kind.items())))
+    reports = {name: scan(root, jobs=1) for name, root in paths.items()}
+    splits = sorted({f.get("split", "development") for f in data["file"]}, key=lambda x: x != "development")
+    for split in splits:
+        print(f"\n{split} files")
+        print(f"{'repository':<22} {'commit':<12} {'files':>5} {'labelled':>8} {'found':>6} {'recall':>7} "
+              f"{'flagged':>7} {'false':>6} {'precision':>9}")
+        total = Score()
+        nfiles = 0
+        for name in paths:
+            files = [f for f in data["file"] if f["repo"] == name and f.get("split", "development") == split]
+            s = score_repo(reports[name], files)
+            total.add(s)
+            nfiles += len(files)
+            print(f"{name:<22} {commits[name][:12]:<12} {len(files):>5} {s.labelled:>8} {s.found:>6} "
+                  f"{s.recall:>7.3f} {s.flagged:>7} {s.false_alarms:>6} {s.precision:>9.3f}")
+            if args.misses:
+                for m in s.misses:
+                    print(f"    missed      {m}")
+                for a in s.alarms:
+                    print(f"    false alarm {a}")
+        print(f"{'overall':<22} {'':<12} {nfiles:>5} {total.labelled:>8} {total.found:>6} {total.recall:>7.3f} "
+              f"{total.flagged:>7} {total.false_alarms:>6} {total.precision:>9.3f}")
+        print("recall by kind: " + ", ".join(f"{k} {total.found_by_kind[k]}/{n}"
+                                             for k, n in sorted(total.by_kind.items())))
     return 0
 
 
