@@ -65,29 +65,30 @@ def main(args) -> int:
         check_output(args.output, [args.path, *args.rules])
     report = scan(args.path, targets=args.target or ("all",), max_bytes=parse_size(args.max_size),
                   respect_gitignore=not args.no_gitignore, jobs=args.jobs, rules=args.rules)
-    out = render(report, fmt, limit=args.limit)
-    if fmt == "table":
-        from rich.console import Console
-        if args.output:
-            console = Console(record=True, width=160, file=io.StringIO())
-        else:
-            console = Console()
-        for item in out:
-            console.print(item)
-        if args.output:
-            out = console.export_text()
-    if args.output:
-        write_atomic(args.output, out)
-    elif fmt != "table":
-        sys.stdout.write(out)
-    if args.output:
-        print(f"wrote {args.output}", file=sys.stderr)
+    _emit(render(report, fmt, limit=args.limit), fmt, args.output)
     if args.fail_on and report.fails(args.fail_on):
         from gapbench.scan.rules import VERDICTS
         worst = sum(1 for f in report.findings if report.severity(f) >= VERDICTS.index(args.fail_on))
         print(f"gapbench scan: {worst} finding(s) at or above '{args.fail_on}' (--fail-on)", file=sys.stderr)
         return 1
     return 0
+
+
+def _emit(out, fmt: str, output: str | None) -> None:
+    """The rendered report to the terminal (rich for the table) or to the output file."""
+    if fmt == "table":
+        from rich.console import Console
+        console = Console(record=True, width=160, file=io.StringIO()) if output else Console()
+        for item in out:
+            console.print(item)
+        if not output:
+            return
+        out = console.export_text()
+    if output:
+        write_atomic(output, out)
+        print(f"wrote {output}", file=sys.stderr)
+    else:
+        sys.stdout.write(out)
 
 
 def check_output(output: str, inputs: list[str]) -> None:

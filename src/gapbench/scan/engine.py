@@ -72,33 +72,46 @@ class Matcher:
 
     def _scan_file(self, entry: Entry, kinds: tuple[str, ...]) -> FileResult:
         res = FileResult([], [])
+        text = self._read(entry, res)
+        if text is None:
+            return res
+        raw = self._matches(entry.rel, kinds, text, res)
+        if raw:
+            res.findings, res.suppressed = _apply_suppressions(entry.rel, text, raw)
+        return res
+
+    def _read(self, entry: Entry, res: FileResult) -> str | None:
+        """The file's text, or None with res.skipped saying why it is not scanned."""
         if entry.size > self.max_bytes:
             res.skipped = f"larger than the size limit ({entry.size:,} > {self.max_bytes:,} bytes)"
-            return res
+            return None
         try:
             with open(entry.path, "rb") as f:
                 data = f.read(self.max_bytes + 1)
         except OSError as e:
             res.skipped = f"cannot read: {e.strerror}"
-            return res
+            return None
         if len(data) > self.max_bytes:
             res.skipped = f"larger than the size limit (> {self.max_bytes:,} bytes)"
-            return res
+            return None
         if b"\x00" in data[:BINARY_SNIFF]:
             res.skipped = "binary (contains NUL bytes)"
-            return res
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as e:
-            text = data.decode("utf-8", errors="replace")
-            res.notes.append(Note(entry.rel, f"not UTF-8 (byte {e.start}): decoded with replacement characters"))
+            return None
         res.scanned, res.bytes = True, len(data)
-        raw: list[tuple[str, int, int, str]] = []   # rule id, line, 0-based col, text
-        name = entry.rel.rsplit("/", 1)[-1]
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            res.notes.append(Note(entry.rel, f"not UTF-8 (byte {e.start}): decoded with replacement characters"))
+            return data.decode("utf-8", errors="replace")
+
+    def _matches(self, rel: str, kinds: tuple[str, ...], text: str, res: FileResult) -> list[tuple[str, int, int, str]]:
+        """(rule id, line, 0-based column, text) from every matcher the file's kinds call for."""
+        raw: list[tuple[str, int, int, str]] = []
+        name = rel.rsplit("/", 1)[-1]
         if "python" in kinds and self.python.worth_parsing(text):
-            raw += self._python(entry.rel, text, res)
+            raw += self._python(rel, text, res)
         if "notebook" in kinds:
-            raw += scan_notebook(entry.rel, text, self.python, self.text, res.notes)
+            raw += scan_notebook(rel, text, self.python, self.text, res.notes)
         if "cpp" in kinds or ("cpp?" in kinds and CPP_CUDA_HINT.search(text)):
             raw += [(m.rule.id, m.line, m.col, m.text) for m in self.cpp.match(name, text)]
         for kind in ("deps", "build"):
@@ -107,9 +120,7 @@ class Matcher:
                 if kind == "build" and is_makefile(name):
                     masked = mask_make_messages(masked)
                 raw += [(m.rule.id, m.line, m.col, m.text) for m in self.text.match(kind, name, masked)]
-        if raw:
-            res.findings, res.suppressed = _apply_suppressions(entry.rel, text, raw)
-        return res
+        return raw
 
     def _python(self, rel: str, text: str, res: FileResult) -> list[tuple[str, int, int, str]]:
         try:
