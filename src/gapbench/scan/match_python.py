@@ -50,8 +50,10 @@ class PythonRules:
         self.hints = tuple(sorted(hints))
         # Plain literals first, the commonest ("cuda") at the head, so that `any` stops early.
         self.gates = sorted(gates.items(), key=lambda g: (g[1] is not None, g[0] != "cuda", g[0]))
-        # Cheapest first test: lower-cased literals, none containing another (most files fail it).
+        # Cheapest first test: lower-cased literals, none containing another (most files fail it). Each gate is
+        # filed under the quick literals it contains: only the gates of the quick literals found are tried.
         self._quick = _minimal_literals(h.lower() for h in hints)
+        self._gates_of = {q: [g for g in self.gates if q in g[0].lower()] for q in self._quick}
         # Lines worth walking: a hint, an import, or any string constant when a string rule has no hint.
         self._walk_literals = _minimal_literals([*self.hints, "import"])
         # Each hint -> the walk literal it contains (itself when it is one): if that does not occur, neither does it.
@@ -93,9 +95,16 @@ class PythonRules:
         if self.always:
             return True
         low = text.lower()
-        if not any(q in low for q in self._quick):
-            return False
-        return any(lit in text and (rx is None or rx.search(text)) for lit, rx in self.gates)
+        tried: set[str] = set()
+        for q in self._quick:
+            if q not in low:
+                continue
+            for lit, rx in self._gates_of[q]:
+                if lit not in tried:
+                    tried.add(lit)
+                    if lit in text and (rx is None or rx.search(text)):
+                        return True
+        return False
 
     @staticmethod
     def _longest(table: dict[str, Rule], dotted: str) -> tuple[str, Rule] | None:
