@@ -108,8 +108,10 @@ class Matcher:
         """(rule id, line, 0-based column, text) from every matcher the file's kinds call for."""
         raw: list[tuple[str, int, int, str]] = []
         name = rel.rsplit("/", 1)[-1]
-        if "python" in kinds and self.python.worth_parsing(text):
-            raw += self._python(rel, text, res)
+        if "python" in kinds:
+            present = self.python.gate(text)
+            if present is not None:
+                raw += self._python(rel, text, res, present)
         if "notebook" in kinds:
             raw += scan_notebook(rel, text, self.python, self.text, res.notes)
         if "cpp" in kinds or ("cpp?" in kinds and CPP_CUDA_HINT.search(text)):
@@ -122,7 +124,8 @@ class Matcher:
                 raw += [(m.rule.id, m.line, m.col, m.text) for m in self.text.match(kind, name, masked)]
         return raw
 
-    def _python(self, rel: str, text: str, res: FileResult) -> list[tuple[str, int, int, str]]:
+    def _python(self, rel: str, text: str, res: FileResult,
+                present: frozenset[str] | None = None) -> list[tuple[str, int, int, str]]:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")     # invalid escape sequences etc. in the scanned code
@@ -134,7 +137,7 @@ class Matcher:
             matches = self.python.fallback(text)
         else:
             try:
-                matches = self.python.match(tree, text)
+                matches = self.python.match(tree, text, present)
             except RecursionError:
                 res.notes.append(Note(rel, "Python too deeply nested to walk: fell back to a text scan"))
                 matches = self.python.fallback(text)

@@ -56,6 +56,8 @@ class PythonRules:
         self._gates_of = {q: [g for g in self.gates if q in g[0].lower()] for q in self._quick}
         # Lines worth walking: a hint, an import, or any string constant when a string rule has no hint.
         self._walk_literals = _minimal_literals([*self.hints, "import"])
+        # The quick literal each walk literal contains ("import" has none): absent in a file, so is the walk literal.
+        self._quick_of_walk = {w: next((q for q in self._quick if q in w.lower()), None) for w in self._walk_literals}
         # Each hint -> the walk literal it contains (itself when it is one): if that does not occur, neither does it.
         self._cover = {h: next((w for w in self._walk_literals if w in h), h) for h in self.hints}
         self._walk_rx = re.compile("['\"]") if self.always else None
@@ -92,19 +94,23 @@ class PythonRules:
                 self.always = True
 
     def worth_parsing(self, text: str) -> bool:
+        return self.gate(text) is not None
+
+    def gate(self, text: str) -> frozenset[str] | None:
+        """None when no rule can match in the text; else the quick literals it holds (they tell match() which
+        walk literals to look for)."""
         if self.always:
-            return True
+            return frozenset(self._quick)
         low = text.lower()
+        present = frozenset(q for q in self._quick if q in low)
         tried: set[str] = set()
-        for q in self._quick:
-            if q not in low:
-                continue
+        for q in present:
             for lit, rx in self._gates_of[q]:
                 if lit not in tried:
                     tried.add(lit)
                     if lit in text and (rx is None or rx.search(text)):
-                        return True
-        return False
+                        return present
+        return None
 
     @staticmethod
     def _longest(table: dict[str, Rule], dotted: str) -> tuple[str, Rule] | None:
@@ -172,11 +178,17 @@ class PythonRules:
 
     # ---------------------------------------------------------------- the AST matcher
 
-    def match(self, tree: ast.AST, text: str) -> list[PythonMatch]:
+    def walk_literals(self, present: frozenset[str] | None) -> tuple[str, ...]:
+        """The walk literals that can occur in a file holding the quick literals `present` (all when unknown)."""
+        if present is None:
+            return self._walk_literals
+        return tuple(w for w in self._walk_literals if self._quick_of_walk[w] is None or self._quick_of_walk[w] in present)
+
+    def match(self, tree: ast.AST, text: str, present: frozenset[str] | None = None) -> list[PythonMatch]:
         """Findings in a parsed file. Only statements on lines that hold a hint or an import are walked:
         any name a rule can resolve has its CUDA-looking part on such a line, or behind an import alias
         (the lines using such an alias are walked in a second, equally pruned pass)."""
-        return _FileMatch(self, tree, text).run()
+        return _FileMatch(self, tree, text).run(self.walk_literals(present))
 
 
 class _FileMatch:
@@ -194,9 +206,9 @@ class _FileMatch:
         self.docstrings: set[int] = set()
         self.strings: list[Rule] = []
 
-    def run(self) -> list[PythonMatch]:
+    def run(self, literals: tuple[str, ...]) -> list[PythonMatch]:
         found: set[str] = set()
-        walk_lines = _lines_with(self.rules._walk_literals, self.text, self.starts, found)
+        walk_lines = _lines_with(literals, self.text, self.starts, found)
         if self.rules._walk_rx is not None:
             walk_lines = sorted(set(walk_lines) | set(_lines_of(self.rules._walk_rx, self.text, self.starts)))
         nodes = _pruned_walk(self.tree, walk_lines)
