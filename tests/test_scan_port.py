@@ -59,6 +59,7 @@ def test_report_lists_unmapped_and_remaining_work(ported):
     assert {u["identifier"]: u["first"] for u in d["unmapped"]} == {"__CUDA_ARCH__": "vadd.cu:7",
                                                                     "cudaAccessPolicyWindow": "vadd.cu:26"}
     assert {(w["path"], w["rule"]) for w in d["remaining_work"]} == {("helpers.h", "cpp-warp-full-mask"),
+                                                                    ("helpers.h", "cpp-warp-size-32"),
                                                                     ("vadd.cu", "cpp-cuda-arch-macro")}
     assert {p["source"]: p["kernel_launches"] for p in d["translated"]} == {"vadd.cu": 2, "helpers.h": 0}
     assert d["copied"] == 1

@@ -119,7 +119,8 @@ def test_build_and_run_files(report):
                                             (5, "build-env-cuda-visible-devices"), (6, "build-container-gpus")}
     assert hits(report, "buildrun/Makefile") == {(2, "build-nvcc"), (2, "build-cuda-arch")}
     assert hits(report, "buildrun/CMakeLists.txt") == {(2, "build-cmake-cuda"), (3, "build-cmake-cuda"),
-                                                    (4, "build-cmake-cuda"), (5, "build-cmake-cuda")}
+                                                    (4, "build-cmake-cuda"), (5, "build-cmake-cuda"),
+                                                    (5, "build-cuda-libs")}
 
 
 def test_notebook_code_cells_and_shell_lines(report):

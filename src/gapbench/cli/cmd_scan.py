@@ -6,6 +6,7 @@ import io
 import os
 import re
 import sys
+import tempfile
 
 from gapbench.errors import GapbenchError
 
@@ -60,35 +61,83 @@ def main(args) -> int:
         raise GapbenchError(f"{args.path}: no such file or folder")
     if args.jobs is not None and args.jobs < 1:
         raise GapbenchError("--jobs must be at least 1")
+    if args.output:
+        check_output(args.output, [args.path, *args.rules])
     report = scan(args.path, targets=args.target or ("all",), max_bytes=parse_size(args.max_size),
                   respect_gitignore=not args.no_gitignore, jobs=args.jobs, rules=args.rules)
-    out = render(report, fmt, limit=args.limit)
-    if fmt == "table":
-        from rich.console import Console
-        if args.output:
-            console = Console(record=True, width=160, file=io.StringIO())
-        else:
-            console = Console()
-        for item in out:
-            console.print(item)
-        if args.output:
-            out = console.export_text()
-    if args.output:
-        try:
-            with open(args.output, "w", encoding="utf-8") as f:
-                f.write(out)
-        except OSError as e:
-            raise GapbenchError(f"{args.output}: cannot write: {e.strerror}") from None
-    elif fmt != "table":
-        sys.stdout.write(out)
-    if args.output:
-        print(f"wrote {args.output}", file=sys.stderr)
+    _emit(render(report, fmt, limit=args.limit), fmt, args.output)
     if args.fail_on and report.fails(args.fail_on):
         from gapbench.scan.rules import VERDICTS
         worst = sum(1 for f in report.findings if report.severity(f) >= VERDICTS.index(args.fail_on))
         print(f"gapbench scan: {worst} finding(s) at or above '{args.fail_on}' (--fail-on)", file=sys.stderr)
         return 1
     return 0
+
+
+def _emit(out, fmt: str, output: str | None) -> None:
+    """The rendered report to the terminal (rich for the table) or to the output file."""
+    if fmt == "table":
+        from rich.console import Console
+        console = Console(record=True, width=160, file=io.StringIO()) if output else Console()
+        for item in out:
+            console.print(item)
+        if not output:
+            return
+        out = console.export_text()
+    if output:
+        write_atomic(output, out)
+        print(f"wrote {output}", file=sys.stderr)
+    else:
+        sys.stdout.write(out)
+
+
+def check_output(output: str, inputs: list[str]) -> None:
+    """Refuse, before any work, an output that would overwrite what is read: one of the inputs, a file inside a
+    scanned folder, or a folder; and one whose folder does not exist."""
+    real = os.path.realpath(output)
+    if os.path.isdir(real):
+        raise GapbenchError(f"{output}: is a folder (give a file name for the report)")
+    for given in inputs:
+        src = os.path.realpath(given)
+        if real == src:
+            raise GapbenchError(f"{output}: is one of the inputs ({given}); write the report elsewhere")
+        if os.path.isdir(src) and real.startswith(src.rstrip(os.sep) + os.sep):
+            raise GapbenchError(f"{output}: is inside the scanned folder {given}; write the report elsewhere")
+    if not os.path.isdir(os.path.dirname(real)):
+        raise GapbenchError(f"{output}: cannot write: its folder does not exist")
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write through a unique temporary file in the target folder, then rename it over `path`: a failed write
+    never leaves a truncated report, and a concurrent reader sees the old file or the new one."""
+    folder = os.path.dirname(os.path.abspath(path))
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    except OSError as e:
+        raise GapbenchError(f"{path}: cannot write: {e.strerror}") from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, _file_mode(path))
+        os.replace(tmp, path)
+    except BaseException as e:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(e, OSError):
+            raise GapbenchError(f"{path}: cannot write: {e.strerror}") from None
+        raise
+
+
+def _file_mode(path: str) -> int:
+    """The permissions a plain open() would give: an existing file's own, else 0o666 less the umask."""
+    try:
+        return os.stat(path).st_mode & 0o777
+    except OSError:
+        mask = os.umask(0)
+        os.umask(mask)
+        return 0o666 & ~mask
 
 
 def _list_rules(args, fmt: str) -> int:

@@ -43,12 +43,12 @@ def scan(path: str | os.PathLike, targets: Iterable[str] = TARGETS, *, max_bytes
         raise GapbenchError("the size limit must be positive")
     ruleset = ruleset or load_rules(list(rules))
     t0 = time.perf_counter()
-    entries, skipped = walk(root, respect_gitignore=respect_gitignore)
+    entries, skipped, walk_notes = walk(root, respect_gitignore=respect_gitignore)
     items = [(e, k) for e in entries if (k := kinds_of(e.rel))]
     if jobs is None:
         jobs = min(2, os.cpu_count() or 1) if len(items) >= PARALLEL_FROM else 1
     findings: list[Finding] = []
-    notes: list[Note] = []
+    notes: list[Note] = list(walk_notes)
     scanned = nbytes = suppressed = 0
     for entry, res in scan_entries(items, ruleset, max_bytes, max(1, jobs)):
         if res.skipped:

@@ -12,10 +12,12 @@ import re
 import warnings
 from collections.abc import Iterable
 
+from gapbench.scan import cuda_api
 from gapbench.scan.findings import FileResult, Finding, Note
+from gapbench.scan.match_cpp import CppRules
 from gapbench.scan.match_notebook import scan_notebook
 from gapbench.scan.match_python import PythonRules, _short
-from gapbench.scan.match_text import CPP_CUDA_HINT, TextRules, mask_c_comments, mask_hash_comments
+from gapbench.scan.match_text import CPP_CUDA_HINT, TextRules, is_makefile, mask_hash_comments, mask_make_messages
 from gapbench.scan.rules import RuleSet, load_rules
 from gapbench.scan.walker import Entry
 
@@ -59,6 +61,7 @@ class Matcher:
         self.ruleset = ruleset
         self.python = PythonRules(ruleset)
         self.text = TextRules(ruleset)
+        self.cpp = CppRules(ruleset, self.text)
         self.max_bytes = max_bytes
 
     def scan_file(self, entry: Entry, kinds: tuple[str, ...]) -> FileResult:
@@ -69,45 +72,60 @@ class Matcher:
 
     def _scan_file(self, entry: Entry, kinds: tuple[str, ...]) -> FileResult:
         res = FileResult([], [])
+        text = self._read(entry, res)
+        if text is None:
+            return res
+        raw = self._matches(entry.rel, kinds, text, res)
+        if raw:
+            res.findings, res.suppressed = _apply_suppressions(entry.rel, text, raw)
+        return res
+
+    def _read(self, entry: Entry, res: FileResult) -> str | None:
+        """The file's text, or None with res.skipped saying why it is not scanned."""
         if entry.size > self.max_bytes:
             res.skipped = f"larger than the size limit ({entry.size:,} > {self.max_bytes:,} bytes)"
-            return res
+            return None
         try:
             with open(entry.path, "rb") as f:
                 data = f.read(self.max_bytes + 1)
         except OSError as e:
             res.skipped = f"cannot read: {e.strerror}"
-            return res
+            return None
         if len(data) > self.max_bytes:
             res.skipped = f"larger than the size limit (> {self.max_bytes:,} bytes)"
-            return res
+            return None
         if b"\x00" in data[:BINARY_SNIFF]:
             res.skipped = "binary (contains NUL bytes)"
-            return res
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as e:
-            text = data.decode("utf-8", errors="replace")
-            res.notes.append(Note(entry.rel, f"not UTF-8 (byte {e.start}): decoded with replacement characters"))
+            return None
         res.scanned, res.bytes = True, len(data)
-        raw: list[tuple[str, int, int, str]] = []   # rule id, line, 0-based col, text
-        name = entry.rel.rsplit("/", 1)[-1]
-        if "python" in kinds and self.python.worth_parsing(text):
-            raw += self._python(entry.rel, text, res)
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError as e:
+            res.notes.append(Note(entry.rel, f"not UTF-8 (byte {e.start}): decoded with replacement characters"))
+            return data.decode("utf-8", errors="replace")
+
+    def _matches(self, rel: str, kinds: tuple[str, ...], text: str, res: FileResult) -> list[tuple[str, int, int, str]]:
+        """(rule id, line, 0-based column, text) from every matcher the file's kinds call for."""
+        raw: list[tuple[str, int, int, str]] = []
+        name = rel.rsplit("/", 1)[-1]
+        if "python" in kinds:
+            present = self.python.gate(text)
+            if present is not None:
+                raw += self._python(rel, text, res, present)
         if "notebook" in kinds:
-            raw += scan_notebook(entry.rel, text, self.python, self.text, res.notes)
+            raw += scan_notebook(rel, text, self.python, self.text, res.notes)
         if "cpp" in kinds or ("cpp?" in kinds and CPP_CUDA_HINT.search(text)):
-            masked = mask_c_comments(text)
-            raw += [(m.rule.id, m.line, m.col, m.text) for m in self.text.match("cpp", name, masked)]
+            raw += [(m.rule.id, m.line, m.col, m.text) for m in self.cpp.match(name, text)]
         for kind in ("deps", "build"):
             if kind in kinds:
                 masked = mask_hash_comments(text)
+                if kind == "build" and is_makefile(name):
+                    masked = mask_make_messages(masked)
                 raw += [(m.rule.id, m.line, m.col, m.text) for m in self.text.match(kind, name, masked)]
-        if raw:
-            res.findings, res.suppressed = _apply_suppressions(entry.rel, text, raw)
-        return res
+        return raw
 
-    def _python(self, rel: str, text: str, res: FileResult) -> list[tuple[str, int, int, str]]:
+    def _python(self, rel: str, text: str, res: FileResult,
+                present: frozenset[str] | None = None) -> list[tuple[str, int, int, str]]:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")     # invalid escape sequences etc. in the scanned code
@@ -119,7 +137,7 @@ class Matcher:
             matches = self.python.fallback(text)
         else:
             try:
-                matches = self.python.match(tree, text)
+                matches = self.python.match(tree, text, present)
             except RecursionError:
                 res.notes.append(Note(rel, "Python too deeply nested to walk: fell back to a text scan"))
                 matches = self.python.fallback(text)
@@ -169,6 +187,8 @@ def scan_entries(items: list[tuple[Entry, tuple[str, ...]]], ruleset: RuleSet, m
         for e, k in items:
             yield e, m.scan_file(e, k)
         return
+    if ruleset.api_rules() and any("cpp" in k or "cpp?" in k for _, k in items):
+        cuda_api.dictionary()   # built once here, shared by the forked workers
     size = max(16, min(256, len(items) // (jobs * 8) or 1))
     chunks = [items[i:i + size] for i in range(0, len(items), size)]
     ctx = multiprocessing.get_context("fork")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 @dataclass(frozen=True, order=True)
@@ -28,3 +28,17 @@ class FileResult:
     skipped: str = ""   # reason, when the file was not scanned
     scanned: bool = False
     bytes: int = 0
+
+
+def shown_path(path: str) -> str:
+    """A path as text every output can carry. File names that are not UTF-8 reach Python as lone surrogates
+    (os.fsdecode's surrogateescape); their bytes are shown as \\xNN escapes instead."""
+    if path.isascii():
+        return path
+    return path.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+
+
+def with_shown_path(record):
+    """The record (Finding, Note, Skipped) with its path made showable; the same object when it already is."""
+    shown = shown_path(record.path)
+    return record if shown == record.path else replace(record, path=shown)

@@ -37,59 +37,80 @@ class PythonRules:
     def __init__(self, ruleset: RuleSet):
         self.attr: dict[str, Rule] = {}
         self.imports: dict[str, Rule] = {}
+        self.import_uses: dict[str, Rule] = {}     # python-import rules whose every use is a finding too
         self.methods: dict[str, Rule] = {}
         self.strings: list[Rule] = []
         hints: set[str] = set()
         # (literal, confirming regex or None): a file is parsed only when some literal occurs (a fast `in`)
         # and its regex, if any, matches. An import rule needs its top module after `import` or `from`.
         gates: dict[str, re.Pattern | None] = {}
-        always = False
+        self.always = False
         for r in ruleset.rules.values():
-            if "python-attr" in r.kinds:
-                for m in r.match:
-                    self.attr[m] = r
-                    h = r.keyword.split("_")[0] if r.keyword else _hint_for(m)
-                    hints.add(h)
-                    gates[h] = None
-            if "python-import" in r.kinds:
-                for m in r.match:
-                    self.imports[m] = r
-                    head = m.split(".")[0]
-                    hints.add(head)
-                    if head not in gates:
-                        gates[head] = re.compile(r"\b(?:from|import)\s+" + re.escape(head) + r"\b")
-            if "python-method" in r.kinds:
-                for m in r.match:
-                    self.methods[m] = r
-                    hints.add(m)
-                    gates[m] = None
-            if "python-string" in r.kinds:
-                self.strings.append(r)
-                if r.hint:
-                    hints.update(r.hint)
-                    gates.update({h: None for h in r.hint})
-                else:
-                    always = True
+            self._index(r, hints, gates)
         self.hints = tuple(sorted(hints))
         # Plain literals first, the commonest ("cuda") at the head, so that `any` stops early.
         self.gates = sorted(gates.items(), key=lambda g: (g[1] is not None, g[0] != "cuda", g[0]))
-        # Cheapest first test: lower-cased literals, none containing another (most files fail it).
-        lows = sorted({h.lower() for h in hints}, key=len)
-        self._quick = tuple(h for i, h in enumerate(lows) if not any(o in h for o in lows[:i]))
-        self.always = always
+        # Cheapest first test: lower-cased literals, none containing another (most files fail it). Each gate is
+        # filed under the quick literals it contains: only the gates of the quick literals found are tried.
+        self._quick = _minimal_literals(h.lower() for h in hints)
+        self._gates_of = {q: [g for g in self.gates if q in g[0].lower()] for q in self._quick}
         # Lines worth walking: a hint, an import, or any string constant when a string rule has no hint.
-        lits = sorted({*(h for h in self.hints), "import"}, key=len)
-        self._walk_literals = tuple(h for i, h in enumerate(lits) if not any(o in h for o in lits[:i]))
-        self._walk_rx = re.compile("['\"]") if always else None
+        self._walk_literals = _minimal_literals([*self.hints, "import"])
+        # The quick literal each walk literal contains ("import" has none): absent in a file, so is the walk literal.
+        self._quick_of_walk = {w: next((q for q in self._quick if q in w.lower()), None) for w in self._walk_literals}
+        # Each hint -> the walk literal it contains (itself when it is one): if that does not occur, neither does it.
+        self._cover = {h: next((w for w in self._walk_literals if w in h), h) for h in self.hints}
+        self._walk_rx = re.compile("['\"]") if self.always else None
         self._fallback = self._fallback_patterns()
 
+    def _index(self, r: Rule, hints: set[str], gates: dict[str, re.Pattern | None]) -> None:
+        """File one rule under its kinds, and note the substrings that make a file worth parsing for it."""
+        if "python-attr" in r.kinds:
+            for m in r.match:
+                self.attr[m] = r
+                for h in r.hint or (r.keyword.split("_")[0] if r.keyword else _hint_for(m),):
+                    hints.add(h)
+                    gates[h] = None
+        if "python-import" in r.kinds:
+            for m in r.match:
+                self.imports[m] = r
+                if r.uses:
+                    self.import_uses[m] = r
+                head = m.split(".")[0]
+                hints.add(head)
+                if head not in gates:
+                    gates[head] = re.compile(r"\b(?:from|import)\s+" + re.escape(head) + r"\b")
+        if "python-method" in r.kinds:
+            for m in r.match:
+                self.methods[m] = r
+                hints.add(m)
+                gates[m] = None
+        if "python-string" in r.kinds:
+            self.strings.append(r)
+            if r.hint:
+                hints.update(r.hint)
+                gates.update({h: None for h in r.hint})
+            else:
+                self.always = True
+
     def worth_parsing(self, text: str) -> bool:
+        return self.gate(text) is not None
+
+    def gate(self, text: str) -> frozenset[str] | None:
+        """None when no rule can match in the text; else the quick literals it holds (they tell match() which
+        walk literals to look for)."""
         if self.always:
-            return True
+            return frozenset(self._quick)
         low = text.lower()
-        if not any(q in low for q in self._quick):
-            return False
-        return any(lit in text and (rx is None or rx.search(text)) for lit, rx in self.gates)
+        present = frozenset(q for q in self._quick if q in low)
+        tried: set[str] = set()
+        for q in present:
+            for lit, rx in self._gates_of[q]:
+                if lit not in tried:
+                    tried.add(lit)
+                    if lit in text and (rx is None or rx.search(text)):
+                        return present
+        return None
 
     @staticmethod
     def _longest(table: dict[str, Rule], dotted: str) -> tuple[str, Rule] | None:
@@ -101,8 +122,22 @@ class PythonRules:
                 return None
             name = name.rsplit(".", 1)[0]
 
-    def strings_for(self, text: str) -> list[Rule]:
-        return [r for r in self.strings if not r.hint or any(h in text for h in r.hint)]
+    def strings_for(self, text: str, found: set[str] | None = None) -> list[Rule]:
+        """The python-string rules worth trying on this file: those without hints, and those whose hint occurs.
+        `found`: the walk literals known to occur; a hint is then searched for only when the walk literal it
+        contains was found (each hint once, however many rules share it)."""
+        present: dict[str, bool] = {}
+
+        def occurs(h: str) -> bool:
+            if h not in present:
+                if found is None:
+                    present[h] = h in text
+                else:
+                    cover = self._cover.get(h, h)
+                    present[h] = cover in found and (cover == h or h in text)
+            return present[h]
+
+        return [r for r in self.strings if not r.hint or any(occurs(h) for h in r.hint)]
 
     # ---------------------------------------------------------------- the text fallback (syntax errors)
 
@@ -143,113 +178,172 @@ class PythonRules:
 
     # ---------------------------------------------------------------- the AST matcher
 
-    def match(self, tree: ast.AST, text: str) -> list[PythonMatch]:
+    def walk_literals(self, present: frozenset[str] | None) -> tuple[str, ...]:
+        """The walk literals that can occur in a file holding the quick literals `present` (all when unknown)."""
+        if present is None:
+            return self._walk_literals
+        return tuple(w for w in self._walk_literals if self._quick_of_walk[w] is None or self._quick_of_walk[w] in present)
+
+    def match(self, tree: ast.AST, text: str, present: frozenset[str] | None = None) -> list[PythonMatch]:
         """Findings in a parsed file. Only statements on lines that hold a hint or an import are walked:
         any name a rule can resolve has its CUDA-looking part on such a line, or behind an import alias
         (the lines using such an alias are walked in a second, equally pruned pass)."""
-        aliases: dict[str, str] = {}
-        found: list[PythonMatch] = []
-        lines = text.split("\n")
-        starts = _line_starts(text)
+        return _FileMatch(self, tree, text).run(self.walk_literals(present))
 
-        def col(lineno: int, byte_col: int) -> int:
-            # ast columns count UTF-8 bytes; findings count characters.
-            if 0 < lineno <= len(lines):
-                s = lines[lineno - 1]
-                if not s.isascii():
-                    return len(s.encode("utf-8")[:byte_col].decode("utf-8", errors="replace"))
-            return byte_col
 
-        def add(rule: Rule, lineno: int, byte_col: int, shown: str):
-            found.append(PythonMatch(rule, lineno, col(lineno, byte_col), _short(shown)))
+class _FileMatch:
+    """One parsed file going through the python rules: aliases from its imports, then every walked node."""
 
-        walk_lines = _lines_with(self._walk_literals, text, starts)
-        if self._walk_rx is not None:
-            walk_lines = sorted(set(walk_lines) | set(_lines_of(self._walk_rx, text, starts)))
-        nodes = _pruned_walk(tree, walk_lines)
-        # Imports first (flow-insensitive: an alias anywhere in the file counts everywhere).
-        reported: set[tuple[int, str]] = set()
+    def __init__(self, rules: PythonRules, tree: ast.AST, text: str):
+        self.rules = rules
+        self.tree = tree
+        self.text = text
+        self.lines = text.split("\n")
+        self.starts = _line_starts(text)
+        self.aliases: dict[str, str] = {}
+        self.found: list[PythonMatch] = []
+        self.handled: set[int] = set()      # ids of nodes already reported (inner parts of a dotted chain)
+        self.docstrings: set[int] = set()
+        self.strings: list[Rule] = []
+
+    def run(self, literals: tuple[str, ...]) -> list[PythonMatch]:
+        found: set[str] = set()
+        walk_lines = _lines_with(literals, self.text, self.starts, found)
+        if self.rules._walk_rx is not None:
+            walk_lines = sorted(set(walk_lines) | set(_lines_of(self.rules._walk_rx, self.text, self.starts)))
+        nodes = _pruned_walk(self.tree, walk_lines)
+        self._imports(nodes)    # first: aliases are flow-insensitive, one anywhere in the file counts everywhere
+        nodes += self._alias_nodes(nodes)
+        self.strings = self.rules.strings_for(self.text, found)
+        for node in nodes:
+            self._visit(node)
+        return self.found
+
+    def _col(self, lineno: int, byte_col: int) -> int:
+        # ast columns count UTF-8 bytes; findings count characters.
+        if 0 < lineno <= len(self.lines):
+            s = self.lines[lineno - 1]
+            if not s.isascii():
+                return len(s.encode("utf-8")[:byte_col].decode("utf-8", errors="replace"))
+        return byte_col
+
+    def _add(self, rule: Rule, lineno: int, byte_col: int, shown: str) -> None:
+        self.found.append(PythonMatch(rule, lineno, self._col(lineno, byte_col), _short(shown)))
+
+    # ------------------------------------------------------------ imports and aliases
+
+    def _imports(self, nodes: list[ast.AST]) -> None:
+        reported: set[tuple[int, str]] = set()    # one finding per import statement and rule
         for node in nodes:
             if isinstance(node, ast.Import):
                 for a in node.names:
-                    if a.asname:
-                        aliases[a.asname] = a.name
-                    else:
-                        top = a.name.split(".")[0]
-                        aliases[top] = top
-                    hit = self._longest(self.imports, a.name) or self._longest(self.attr, a.name)
-                    if hit and not hit[1].keyword and (id(node), hit[1].id) not in reported:
-                        reported.add((id(node), hit[1].id))
-                        add(hit[1], a.lineno, a.col_offset, f"import {a.name}")
+                    self._alias_import(a)
+                    self._report_import(node, a, a.name, f"import {a.name}", reported)
             elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
                 for a in node.names:
                     if a.name == "*":
                         continue
                     full = f"{node.module}.{a.name}"
-                    aliases[a.asname or a.name] = full
-                    hit = (self._longest(self.imports, full) or self._longest(self.attr, full))
-                    if hit and not hit[1].keyword and (id(node), hit[1].id) not in reported:
-                        reported.add((id(node), hit[1].id))   # one finding per statement and rule
-                        add(hit[1], a.lineno, a.col_offset, f"from {node.module} import {a.name}")
-        hidden = [k for k, q in aliases.items() if k != q and not any(h in k for h in self.hints)
-                  and any(h in q for h in self.hints)]
-        if hidden:
-            rx = re.compile(r"\b(?:" + "|".join(map(re.escape, hidden)) + r")\b")
-            seen = {id(n) for n in nodes}
-            nodes += [n for n in _pruned_walk(tree, _lines_of(rx, text, starts)) if id(n) not in seen]
+                    self.aliases[a.asname or a.name] = full
+                    self._report_import(node, a, full, f"from {node.module} import {a.name}", reported)
 
-        docstrings: set[int] = set()
-        strings = self.strings_for(text)
-        handled: set[int] = set()
-        for node in nodes:
-            if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
-                body = node.body
-                if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
-                    docstrings.add(id(body[0].value))
-            elif isinstance(node, ast.Call):
-                f = node.func
-                dotted = _dotted(f)
-                q = _qualify(dotted, aliases) if dotted else None
-                if q:
-                    hit = self._longest(self.attr, q)
-                    if hit and hit[1].keyword:
-                        handled.add(id(f))
-                        if any(k.arg == hit[1].keyword for k in node.keywords):
-                            add(hit[1], f.lineno, f.col_offset, dotted)
-                if isinstance(f, ast.Attribute) and f.attr in self.methods and id(f) not in handled:
-                    r = self.methods[f.attr]
-                    if r.call and not q:
-                        handled.add(id(f))
-                        add(r, f.end_lineno, f.end_col_offset - len(f.attr), f".{f.attr}()")
-            elif isinstance(node, (ast.Attribute, ast.Name)):
-                if id(node) in handled:
-                    continue
-                dotted = _dotted(node)
-                if dotted is None:
-                    continue
-                # Only the outermost node of a chain reports; mark the inner ones.
-                inner = node.value if isinstance(node, ast.Attribute) else None
-                while isinstance(inner, ast.Attribute):
-                    handled.add(id(inner))
-                    inner = inner.value
-                if inner is not None:
-                    handled.add(id(inner))
-                q = _qualify(dotted, aliases)
-                if q:
-                    hit = self._longest(self.attr, q)
-                    if hit and not hit[1].keyword:
-                        add(hit[1], node.lineno, node.col_offset, dotted)
-                elif isinstance(node, ast.Attribute) and node.attr in self.methods:
-                    r = self.methods[node.attr]
-                    if not r.call:
-                        add(r, node.end_lineno, node.end_col_offset - len(node.attr), f".{node.attr}")
-            elif strings and isinstance(node, ast.Constant) and isinstance(node.value, str):
-                if id(node) in docstrings or _is_prose(node.value):
-                    continue
-                for r in strings:
-                    if r.regex.search(node.value):
-                        add(r, node.lineno, node.col_offset, repr(node.value))
-        return found
+    def _alias_import(self, a: ast.alias) -> None:
+        if a.asname:
+            self.aliases[a.asname] = a.name
+        else:
+            top = a.name.split(".")[0]
+            self.aliases[top] = top
+
+    def _report_import(self, node: ast.AST, a: ast.alias, full: str, shown: str,
+                       reported: set[tuple[int, str]]) -> None:
+        hit = self.rules._longest(self.rules.imports, full) or self.rules._longest(self.rules.attr, full)
+        if hit and not hit[1].keyword and (id(node), hit[1].id) not in reported:
+            reported.add((id(node), hit[1].id))
+            self._add(hit[1], a.lineno, a.col_offset, shown)
+
+    def _alias_nodes(self, nodes: list[ast.AST]) -> list[ast.AST]:
+        """Nodes on the lines that use an alias hiding a hinted name (`import torch.cuda as g`; `g.x()`)."""
+        hints = self.rules.hints
+        hidden = [k for k, q in self.aliases.items() if k != q and not any(h in k for h in hints)
+                  and any(h in q for h in hints)]
+        if not hidden:
+            return []
+        rx = re.compile(r"\b(?:" + "|".join(map(re.escape, hidden)) + r")\b")
+        seen = {id(n) for n in nodes}
+        return [n for n in _pruned_walk(self.tree, _lines_of(rx, self.text, self.starts)) if id(n) not in seen]
+
+    # ------------------------------------------------------------ the nodes
+
+    def _visit(self, node: ast.AST) -> None:
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            self._note_docstring(node)
+        elif isinstance(node, ast.Call):
+            self._call(node)
+        elif isinstance(node, (ast.Attribute, ast.Name)):
+            if id(node) not in self.handled:
+                self._name(node)
+        elif self.strings and isinstance(node, ast.Constant) and isinstance(node.value, str):
+            self._string(node)
+
+    def _note_docstring(self, node) -> None:
+        body = node.body
+        if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+            self.docstrings.add(id(body[0].value))
+
+    def _call(self, node: ast.Call) -> None:
+        f = node.func
+        dotted = _dotted(f)
+        q = _qualify(dotted, self.aliases) if dotted else None
+        if q:
+            hit = self.rules._longest(self.rules.attr, q)
+            if hit and hit[1].keyword:
+                self.handled.add(id(f))
+                if any(k.arg == hit[1].keyword for k in node.keywords):
+                    self._add(hit[1], f.lineno, f.col_offset, dotted)
+        if isinstance(f, ast.Attribute) and f.attr in self.rules.methods and id(f) not in self.handled:
+            r = self.rules.methods[f.attr]
+            if r.call and not q:
+                self.handled.add(id(f))
+                self._add(r, f.end_lineno, f.end_col_offset - len(f.attr), f".{f.attr}()")
+
+    def _name(self, node: ast.Attribute | ast.Name) -> None:
+        dotted = _dotted(node)
+        if dotted is None:
+            return
+        self._mark_inner(node)
+        q = _qualify(dotted, self.aliases)
+        if q:
+            hit = self.rules._longest(self.rules.attr, q)
+            if hit and not hit[1].keyword:
+                self._add(hit[1], node.lineno, node.col_offset, dotted)
+            elif not hit and (used := self.rules._longest(self.rules.import_uses, q)):
+                self._add(used[1], node.lineno, node.col_offset, dotted)   # e.g. rotary_emb.apply_rotary(...)
+        elif isinstance(node, ast.Attribute) and node.attr in self.rules.methods:
+            r = self.rules.methods[node.attr]
+            if not r.call:
+                self._add(r, node.end_lineno, node.end_col_offset - len(node.attr), f".{node.attr}")
+
+    def _mark_inner(self, node: ast.AST) -> None:
+        """Only the outermost node of a dotted chain reports: mark the inner ones as handled."""
+        inner = node.value if isinstance(node, ast.Attribute) else None
+        while isinstance(inner, ast.Attribute):
+            self.handled.add(id(inner))
+            inner = inner.value
+        if inner is not None:
+            self.handled.add(id(inner))
+
+    def _string(self, node: ast.Constant) -> None:
+        if id(node) in self.docstrings or _is_prose(node.value):
+            return
+        for r in self.strings:
+            if r.regex.search(node.value):
+                self._add(r, node.lineno, node.col_offset, repr(node.value))
+
+
+def _minimal_literals(literals) -> tuple[str, ...]:
+    """The literals, shortest first, without any that contains another (a text holding it holds the other)."""
+    lits = sorted(set(literals), key=len)
+    return tuple(h for i, h in enumerate(lits) if not any(o in h for o in lits[:i]))
 
 
 def _lines_of(rx: re.Pattern, text: str, starts: list[int]) -> list[int]:
@@ -262,12 +356,15 @@ def _lines_of(rx: re.Pattern, text: str, starts: list[int]) -> list[int]:
     return out
 
 
-def _lines_with(literals: tuple[str, ...], text: str, starts: list[int]) -> list[int]:
+def _lines_with(literals: tuple[str, ...], text: str, starts: list[int],
+                found: set[str] | None = None) -> list[int]:
     """Sorted line numbers (1-based) holding one of the literals (str.find is much faster than a regex
-    alternation over a large file)."""
+    alternation over a large file); the literals that occur are added to `found`."""
     lines: set[int] = set()
     for lit in literals:
         i = text.find(lit)
+        if i >= 0 and found is not None:
+            found.add(lit)
         while i >= 0:
             line = bisect_right(starts, i)
             lines.add(line)

@@ -17,11 +17,16 @@ CPP_CUDA_HINT = re.compile(
 # Comments in C/C++ (string literals are matched so that a "//" inside one is left alone; PTX lives there).
 _C_COMMENT_OR_STRING = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.DOTALL)
 _HASH_COMMENT_LINE = re.compile(r"^[ \t]*#(?![ \t]*include)[^\n]*", re.MULTILINE)
+# Messages make prints ($(info ...), $(warning ...), $(error ...)) name tools without using them.
+_MAKE_MESSAGE = re.compile(r"\$\((?:info|warning|error)\s[^\n]*")
 
 
 def _blank(m: re.Match) -> str:
+    """Spaces for the match, its line breaks kept."""
     s = m.group(0)
-    return re.sub(r"[^\n]", " ", s)
+    if "\n" not in s:
+        return " " * len(s)
+    return "\n".join(" " * len(part) for part in s.split("\n"))
 
 
 def mask_c_comments(text: str) -> str:
@@ -29,11 +34,40 @@ def mask_c_comments(text: str) -> str:
     return _C_COMMENT_OR_STRING.sub(lambda m: m.group(0) if m.group(0)[0] in "\"'" else _blank(m), text)
 
 
+def mask_c_code(text: str) -> tuple[str, str]:
+    """(text with comments blanked, text with comments and string/char literals blanked), offsets kept."""
+    masked: list[str] = []
+    code: list[str] = []
+    last = 0
+    for m in _C_COMMENT_OR_STRING.finditer(text):
+        before = text[last:m.start()]
+        masked.append(before)
+        code.append(before)
+        s = m.group(0)
+        blank = _blank(m)
+        masked.append(s if s[0] in "\"'" else blank)
+        code.append(blank)
+        last = m.end()
+    masked.append(text[last:])
+    code.append(text[last:])
+    return "".join(masked), "".join(code)
+
+
 def mask_hash_comments(text: str) -> str:
     """The text with whole-line '#' comments blanked (shell, YAML, requirements, Dockerfile, CMake)."""
     if "#" not in text:
         return text
     return _HASH_COMMENT_LINE.sub(lambda m: m.group(0) if m.group(0).lstrip().startswith("#!") else _blank(m), text)
+
+
+def is_makefile(name: str) -> bool:
+    low = name.lower()
+    return low in ("makefile", "gnumakefile") or low.endswith((".mk", ".make"))
+
+
+def mask_make_messages(text: str) -> str:
+    """The text with make's $(info/warning/error ...) messages blanked (same length, same line breaks)."""
+    return _MAKE_MESSAGE.sub(_blank, text) if "$(" in text else text
 
 
 @dataclass
@@ -52,6 +86,8 @@ class TextRules:
         found = []
         starts = starts or _line_starts(masked)
         for r in self.by_kind[kind]:
+            if r.regex is None:     # a cpp rule that only names API libraries (match_cpp)
+                continue
             if r.files and not any(fnmatch.fnmatchcase(name, g) for g in r.files):
                 continue
             if r.hint and not any(h in masked for h in r.hint):

@@ -10,15 +10,16 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import stat
 from collections import Counter
 from dataclasses import dataclass, field
 
 from gapbench.errors import GapbenchError
 from gapbench.scan.engine import BINARY_SNIFF, kinds_of
-from gapbench.scan.findings import Note
+from gapbench.scan.findings import Note, shown_path
 from gapbench.scan.match_text import _C_COMMENT_OR_STRING, CPP_CUDA_HINT
 from gapbench.scan.scanreport import ScanReport
-from gapbench.scan.walker import Skipped, walk
+from gapbench.scan.walker import Entry, Skipped, walk
 
 PORT_TARGETS = ("rocm",)
 # Identifiers that still name CUDA after translation (outside comments and string literals).
@@ -65,17 +66,20 @@ class PortReport:
     def to_dict(self) -> dict:
         rem = self.remaining
         left = [f for f in rem.findings if rem.verdict(f, self.target) in ("manual", "blocker")] if rem else []
+        shown = shown_path     # file names that are not UTF-8 are shown with \xNN escapes
         return {
-            "schema": "gapbench.port/1", "input": self.input, "output": self.output, "target": self.target,
-            "translated": [{"source": p.source, "output": p.output, "changed": p.changed,
+            "schema": "gapbench.port/1", "input": shown(self.input), "output": shown(self.output),
+            "target": self.target,
+            "translated": [{"source": shown(p.source), "output": shown(p.output), "changed": p.changed,
                             "kernel_launches": p.kernel_launches} for p in self.translated],
             "copied": self.copied,
-            "unmapped": [{"identifier": u.identifier, "count": u.count, "first": u.first} for u in self.unmapped],
+            "unmapped": [{"identifier": u.identifier, "count": u.count, "first": shown(u.first)}
+                         for u in self.unmapped],
             "remaining_work": [{"path": f.path, "line": f.line, "column": f.column, "rule": f.rule, "text": f.text,
                                 "verdict": rem.verdict(f, self.target), "fix": rem.ruleset.rules[f.rule].fix}
                                for f in left],
-            "skipped": [{"path": s.path, "reason": s.reason} for s in self.skipped],
-            "notes": [{"path": n.path, "note": n.note} for n in self.notes],
+            "skipped": [{"path": shown(s.path), "reason": s.reason} for s in self.skipped],
+            "notes": [{"path": shown(n.path), "note": n.note} for n in self.notes],
         }
 
 
@@ -130,10 +134,19 @@ def _check_paths(src: str, dst: str) -> tuple[str, str]:
     return rsrc, rdst
 
 
+@dataclass
+class _Planned:
+    """One input file and what port will do with it."""
+    entry: Entry
+    out_rel: str
+    text: str | None = None      # the source to translate; None: copy the file unchanged
+
+
 def port(src: str | os.PathLike, dst: str | os.PathLike, target: str = "rocm", *, respect_gitignore: bool = True,
          rename: bool = False, keep_launch_syntax: bool = False, max_bytes: int = 2 * 1024 * 1024,
          scan_output: bool = True) -> PortReport:
-    """Copy src to a new folder dst, translating CUDA C/C++ files to HIP. Never writes inside src.
+    """Copy src to a new folder dst, translating CUDA C/C++ files to HIP. Never writes inside src, never
+    overwrites a file, never sets setuid/setgid/sticky bits on what it writes.
 
     rename: .cu files become .hip (hipify's convention); by default names are kept (hipcc compiles .cu too).
     keep_launch_syntax: leave <<<...>>> launches (hip-clang accepts them) instead of hipLaunchKernelGGL.
@@ -143,53 +156,86 @@ def port(src: str | os.PathLike, dst: str | os.PathLike, target: str = "rocm", *
                             f"got {target!r}")
     src, dst = os.fspath(src), os.fspath(dst)
     rsrc, rdst = _check_paths(src, dst)
-    entries, skipped = walk(rsrc, respect_gitignore=respect_gitignore)
+    entries, skipped, notes = walk(rsrc, respect_gitignore=respect_gitignore)
+    report = PortReport(input=rsrc, output=rdst, target=target, skipped=skipped, notes=notes)
+    plan = [_plan(e, rename, max_bytes, report.notes) for e in entries]
+    _check_collisions(plan)          # before anything is written
     os.makedirs(rdst, exist_ok=True)
-    report = PortReport(input=rsrc, output=rdst, target=target, skipped=skipped)
     counts: Counter[str] = Counter()
     first: dict[str, str] = {}
-    for e in entries:
-        out_rel = e.rel
-        kinds = kinds_of(e.rel)
-        text = None
-        if ("cpp" in kinds or "cpp?" in kinds) and e.size <= max_bytes:
-            with open(e.path, "rb") as f:
-                data = f.read()
-            if b"\x00" not in data[:BINARY_SNIFF]:
-                try:
-                    text = data.decode("utf-8")
-                except UnicodeDecodeError:
-                    report.notes.append(Note(e.rel, "not UTF-8: copied unchanged, not translated"))
-            if text is not None and "cpp" not in kinds and not CPP_CUDA_HINT.search(text):
-                text = None
-        target_path = os.path.join(rdst, *out_rel.split("/"))
-        if text is None:
-            os.makedirs(os.path.dirname(target_path), exist_ok=True)
-            shutil.copyfile(e.path, target_path, follow_symlinks=False)
-            shutil.copymode(e.path, target_path, follow_symlinks=False)
+    for item in plan:
+        target_path = os.path.join(rdst, *item.out_rel.split("/"))
+        os.makedirs(os.path.dirname(target_path), exist_ok=True)
+        if item.text is None:
+            _copy_new(item.entry.path, target_path)
             report.copied += 1
             continue
-        new, launches, note = hipify_source(text, cuda_file=e.rel.endswith((".cu", ".cuh")),
-                                            keep_launch_syntax=keep_launch_syntax)
-        if note:
-            report.notes.append(Note(e.rel, note))
-        if rename and out_rel.endswith(".cu"):
-            out_rel = out_rel[:-3] + ".hip"
-            target_path = os.path.join(rdst, *out_rel.split("/"))
-        os.makedirs(os.path.dirname(target_path), exist_ok=True)
-        with open(target_path, "w", encoding="utf-8", newline="") as f:
-            f.write(new)
-        shutil.copymode(e.path, target_path, follow_symlinks=False)
-        report.translated.append(PortedFile(e.rel, out_rel, new != text, launches))
-        _collect_unmapped(out_rel, new, counts, first)
-        if "miopen" in new and "cudnn" in text:
-            report.notes.append(Note(out_rel, "cuDNN calls were renamed to MIOpen; the APIs differ (descriptors, "
-                                              "algorithm search): review each call"))
+        new = _translate(item, target_path, keep_launch_syntax, report)
+        _collect_unmapped(item.out_rel, new, counts, first)
     report.unmapped = [Unmapped(k, n, first[k]) for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
     if scan_output:
         from gapbench.scan import scan
         report.remaining = scan(rdst, targets=(target,), respect_gitignore=respect_gitignore, max_bytes=max_bytes)
     return report
+
+
+def _plan(e: Entry, rename: bool, max_bytes: int, notes: list[Note]) -> _Planned:
+    """Read a C/C++ file and keep its text when it is CUDA code to translate; everything else is copied."""
+    kinds = kinds_of(e.rel)
+    if not ("cpp" in kinds or "cpp?" in kinds) or e.size > max_bytes:
+        return _Planned(e, e.rel)
+    with open(e.path, "rb") as f:
+        data = f.read()
+    if b"\x00" in data[:BINARY_SNIFF]:
+        return _Planned(e, e.rel)
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        notes.append(Note(e.rel, "not UTF-8: copied unchanged, not translated"))
+        return _Planned(e, e.rel)
+    if "cpp" not in kinds and not CPP_CUDA_HINT.search(text):
+        return _Planned(e, e.rel)
+    out_rel = e.rel[:-3] + ".hip" if rename and e.rel.endswith(".cu") else e.rel
+    return _Planned(e, out_rel, text)
+
+
+def _check_collisions(plan: list[_Planned]) -> None:
+    """Two inputs must not land on one output name (`--rename` turns a.cu into a.hip next to a.hip)."""
+    taken: dict[str, str] = {}
+    for item in plan:
+        other = taken.setdefault(item.out_rel, item.entry.rel)
+        if other != item.entry.rel:
+            raise GapbenchError(f"{other} and {item.entry.rel} would both be written to {item.out_rel}: "
+                                "rename one of them (or drop --rename)")
+
+
+def _translate(item: _Planned, target_path: str, keep_launch_syntax: bool, report: PortReport) -> str:
+    e, text = item.entry, item.text
+    new, launches, note = hipify_source(text, cuda_file=e.rel.endswith((".cu", ".cuh")),
+                                        keep_launch_syntax=keep_launch_syntax)
+    if note:
+        report.notes.append(Note(e.rel, note))
+    with open(target_path, "x", encoding="utf-8", newline="") as f:     # "x": never over an existing file
+        f.write(new)
+    _copy_permissions(e.path, target_path)
+    report.translated.append(PortedFile(e.rel, item.out_rel, new != text, launches))
+    if "miopen" in new and "cudnn" in text:
+        report.notes.append(Note(item.out_rel, "cuDNN calls were renamed to MIOpen; the APIs differ (descriptors, "
+                                               "algorithm search): review each call"))
+    return new
+
+
+def _copy_new(source: str, target: str) -> None:
+    """Copy a file's bytes to a path that must not exist yet, then its permission bits."""
+    with open(source, "rb") as fin, open(target, "xb") as fout:
+        shutil.copyfileobj(fin, fout)
+    _copy_permissions(source, target)
+
+
+def _copy_permissions(source: str, target: str) -> None:
+    """rwx bits only: a setuid/setgid/sticky bit on an input is never carried onto a file port writes (as root
+    that would mint a setuid binary)."""
+    os.chmod(target, stat.S_IMODE(os.stat(source).st_mode) & 0o777)
 
 
 def _collect_unmapped(rel: str, text: str, counts: Counter, first: dict[str, str]) -> None:

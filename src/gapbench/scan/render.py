@@ -231,13 +231,31 @@ def render_sarif(report: ScanReport) -> str:
 
 # ---------------------------------------------------------------- terminal (rich)
 
+def _blockers_table(report: ScanReport):
+    """The blockers of every selected target in one rich table (None when there are none)."""
+    from rich.table import Table
+
+    blockers: dict[str, list] = {}
+    for t, s in report.summaries.items():
+        for b in s.blockers:
+            blockers.setdefault(b.rule, []).append((t, b))
+    if not blockers:
+        return None
+    bt = Table(title="Blockers (no equivalent on the target)", title_justify="left")
+    for col in ("rule", "targets", "findings", "files", "fix"):
+        bt.add_column(col, overflow="fold")
+    for rid, items in blockers.items():
+        bt.add_row(rid, ", ".join(t for t, _ in items), str(items[0][1].findings), str(items[0][1].files),
+                   report.ruleset.rules[rid].fix)
+    return bt
+
+
 def terminal(report: ScanReport, limit: int | None = 40) -> list:
     """Rich renderables: the summary, blockers first, then the worst findings (up to `limit`)."""
     from rich.table import Table
     from rich.text import Text
 
     style = {"works": "green", "auto": "cyan", "manual": "yellow", "blocker": "bold red"}
-    rules = report.ruleset.rules
     out: list = [Text(_stats_line(report), style="dim")]
     summary = Table(title="CUDA lock-in per target", title_justify="left")
     summary.add_column("target")
@@ -248,17 +266,8 @@ def terminal(report: ScanReport, limit: int | None = 40) -> list:
         summary.add_row(f"{TARGET_NAMES[t]} ({t})", *(str(s.counts[v]) for v in VERDICTS),
                         format_days(*s.effort_days))
     out.append(summary)
-    blockers = {}
-    for t, s in report.summaries.items():
-        for b in s.blockers:
-            blockers.setdefault(b.rule, []).append((t, b))
-    if blockers:
-        bt = Table(title="Blockers (no equivalent on the target)", title_justify="left")
-        for col in ("rule", "targets", "findings", "files", "fix"):
-            bt.add_column(col, overflow="fold")
-        for rid, items in blockers.items():
-            bt.add_row(rid, ", ".join(t for t, _ in items), str(items[0][1].findings), str(items[0][1].files),
-                       rules[rid].fix)
+    bt = _blockers_table(report)
+    if bt is not None:
         out.append(bt)
     if report.findings:
         shown = report.findings if not limit or limit <= 0 else report.findings[:limit]

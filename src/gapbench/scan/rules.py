@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ PYTHON_KINDS = ("python-attr", "python-method", "python-string", "python-import"
 TEXT_KINDS = ("deps", "cpp", "build")
 KINDS = PYTHON_KINDS + TEXT_KINDS
 DEFAULT_RULES = Path(__file__).with_name("rules.toml")
+NO_HIP_SUFFIX = "-no-hip"
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,9 @@ class Rule:
     files: tuple[str, ...] = ()          # text kinds: only files whose name matches one of these globs
     hint: tuple[str, ...] = ()           # the rule is tried only where one of these substrings occurs
     group: str = ""                      # effort: blocker rules of one group count as one problem
+    api: tuple[str, ...] = ()            # cpp: CUDA API libraries (cuda_api.toml) whose names this rule reports
+    no_hip: str = ""                     # cpp: ROCm verdict for names of `api` that HIP has no equivalent of
+    uses: bool = False                   # python-import: also every use of what the import binds
     regex: re.Pattern | None = field(default=None, compare=False, repr=False)
 
     def severity(self, target: str) -> int:
@@ -63,6 +68,14 @@ class RuleSet:
 
     def of_kind(self, kind: str) -> list[Rule]:
         return [r for r in self.rules.values() if kind in r.kinds]
+
+    def api_rules(self) -> dict[str, tuple[Rule, Rule]]:
+        """CUDA API library -> (its rule, the rule for its names that have no HIP equivalent)."""
+        out = {}
+        for r in self.rules.values():
+            for lib in r.api:
+                out[lib] = (r, self.rules.get(f"{r.id}{NO_HIP_SUFFIX}", r))
+        return out
 
 
 def _as_tuple(value, what: str) -> tuple[str, ...]:
@@ -93,11 +106,8 @@ def _rule_from_table(t: dict, where: str) -> Rule:
                             f"{', '.join(TARGETS)}")
     match = _as_tuple(t.get("match"), f"{where}: match")
     pattern = t.get("pattern", "")
-    needs_match = {"python-attr", "python-method", "python-import"} & set(kinds)
-    if needs_match and not match:
-        raise GapbenchError(f"{where}: kind {sorted(needs_match)[0]} needs 'match'")
-    if set(kinds) - {"python-attr", "python-method", "python-import"} and not pattern:
-        raise GapbenchError(f"{where}: kind {'/'.join(kinds)} needs 'pattern'")
+    api = _as_tuple(t.get("api"), f"{where}: api")
+    _check_shape(where, kinds, match, pattern, api, t.get("no_hip", ""))
     regex = None
     if pattern:
         try:
@@ -108,7 +118,34 @@ def _rule_from_table(t: dict, where: str) -> Rule:
                 reference=t["reference"].strip(), verdicts=dict(verdicts), match=match, pattern=pattern,
                 keyword=t.get("keyword", ""), call=bool(t.get("call", True)),
                 files=_as_tuple(t.get("files"), f"{where}: files"), hint=_as_tuple(t.get("hint"), f"{where}: hint"),
-                group=str(t.get("group", "")), regex=regex)
+                group=str(t.get("group", "")), api=api, no_hip=t.get("no_hip", ""), uses=bool(t.get("uses", False)),
+                regex=regex)
+
+
+def _check_shape(where: str, kinds: tuple[str, ...], match: tuple[str, ...], pattern: str, api: tuple[str, ...],
+                 no_hip: str) -> None:
+    """Each kind has what it needs: names for the python-attr/-method/-import kinds, a pattern (or, for cpp, API
+    libraries) for the others."""
+    needs_match = {"python-attr", "python-method", "python-import"} & set(kinds)
+    if needs_match and not match:
+        raise GapbenchError(f"{where}: kind {sorted(needs_match)[0]} needs 'match'")
+    text_kinds = set(kinds) - {"python-attr", "python-method", "python-import"}
+    if text_kinds and not pattern and not (text_kinds == {"cpp"} and api):
+        raise GapbenchError(f"{where}: kind {'/'.join(kinds)} needs 'pattern'")
+    if api and "cpp" not in kinds:
+        raise GapbenchError(f"{where}: 'api' is for kind cpp")
+    unknown = sorted(set(api) - known_libraries())
+    if unknown:
+        raise GapbenchError(f"{where}: unknown api library {unknown[0]!r} (known: {', '.join(sorted(known_libraries()))})")
+    if no_hip and (no_hip not in VERDICTS or not api):
+        raise GapbenchError(f"{where}: no_hip must be one of {'/'.join(VERDICTS)}, on a rule with 'api'")
+
+
+def _no_hip_rule(r: Rule) -> Rule:
+    """The rule for names of r's libraries that HIP has no equivalent of: r with its ROCm verdict replaced."""
+    return Rule(id=f"{r.id}{NO_HIP_SUFFIX}", kinds=r.kinds, message=f"{r.message}; this name has no HIP equivalent",
+                fix=r.fix, reference="https://github.com/ROCm/HIPIFY/tree/amd-staging/docs/tables",
+                verdicts={**r.verdicts, "rocm": r.no_hip}, group=r.group)
 
 
 def _read(path: Path) -> dict:
@@ -144,4 +181,32 @@ def load_rules(extra: list[str | Path] | tuple = ()) -> RuleSet:
                 raise GapbenchError(f"{path}: rule id {r.id} appears twice")
             seen.add(r.id)
             rules[r.id] = r
-    return RuleSet(rules=rules, source=source, date=date, effort=effort, files=tuple(str(p) for p in paths))
+    return RuleSet(rules=_with_derived(rules), source=source, date=date, effort=effort,
+                   files=tuple(str(p) for p in paths))
+
+
+def _with_derived(rules: dict[str, Rule]) -> dict[str, Rule]:
+    """Add the no-HIP twin of every rule that has `no_hip`, and check that no API library has two rules."""
+    out: dict[str, Rule] = {}
+    owner: dict[str, str] = {}
+    for r in rules.values():
+        if r.id.endswith(NO_HIP_SUFFIX) and r.id[: -len(NO_HIP_SUFFIX)] in rules:
+            continue    # derived again below, from the rule it belongs to
+        out[r.id] = r
+        for lib in r.api:
+            if owner.setdefault(lib, r.id) != r.id:
+                raise GapbenchError(f"api library {lib!r} is claimed by rules {owner[lib]} and {r.id}")
+        if r.no_hip:
+            out[f"{r.id}{NO_HIP_SUFFIX}"] = _no_hip_rule(r)
+    return out
+
+
+@functools.lru_cache(maxsize=1)
+def known_libraries() -> frozenset[str]:
+    """The library ids of the CUDA API dictionary (section names of its two data files), read without building it."""
+    from gapbench.scan import cuda_api
+
+    libs = set(re.findall(r"^\[([\w-]+)\]$", cuda_api.GENERATED.read_text(encoding="utf-8"), re.MULTILINE))
+    with open(cuda_api.HAND_KEPT, "rb") as f:
+        libs |= set(tomllib.load(f).get("library", {}))
+    return frozenset(libs)

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from gapbench import __version__
 from gapbench.scan.effort import TargetSummary, nice_range, summarize
-from gapbench.scan.findings import Finding, Note
+from gapbench.scan.findings import Finding, Note, shown_path, with_shown_path
 from gapbench.scan.rules import TARGETS, VERDICTS, RuleSet
 from gapbench.scan.walker import Skipped
 
@@ -29,6 +29,11 @@ class ScanReport:
     summaries: dict[str, TargetSummary] = field(default_factory=dict)
 
     def __post_init__(self):
+        # Paths come from the file system and may not be UTF-8: made showable once, for every format.
+        self.root = shown_path(self.root)
+        self.findings[:] = [with_shown_path(f) for f in self.findings]
+        self.skipped[:] = [with_shown_path(s) for s in self.skipped]
+        self.notes[:] = [with_shown_path(n) for n in self.notes]
         self.findings.sort(key=lambda f: (-self.severity(f), f.path, f.line, f.column, f.rule))
         self.summaries = {t: summarize(self.findings, self.ruleset, t) for t in self.targets}
 

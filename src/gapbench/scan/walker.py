@@ -6,6 +6,8 @@ import errno
 import os
 from dataclasses import dataclass
 
+from gapbench.scan import gitignore
+from gapbench.scan.findings import Note
 from gapbench.scan.gitignore import Ignorer
 
 VCS_DIRS = frozenset({".git", ".hg", ".svn"})
@@ -54,13 +56,15 @@ def _read_small(path: str, limit: int = 1 << 20) -> str:
         return ""
 
 
-def walk(root: str, respect_gitignore: bool = True) -> tuple[list[Entry], list[Skipped]]:
-    """All regular files under root (sorted), and what was skipped on the way with the reason."""
+def walk(root: str, respect_gitignore: bool = True) -> tuple[list[Entry], list[Skipped], list[Note]]:
+    """All regular files under root (sorted), what was skipped on the way with the reason, and notes (.gitignore
+    lines that could not be used)."""
     root = os.path.realpath(root)
     entries: list[Entry] = []
     skipped: list[Skipped] = []
+    notes: list[Note] = []
     if os.path.isfile(root):
-        return [Entry(os.path.basename(root), root, os.path.getsize(root))], []
+        return [Entry(os.path.basename(root), root, os.path.getsize(root))], [], []
     stack: list[tuple[str, str, Ignorer]] = [(root, "", Ignorer())]
     while stack:
         folder, rel_folder, ignorer = stack.pop()
@@ -71,37 +75,59 @@ def walk(root: str, respect_gitignore: bool = True) -> tuple[list[Entry], list[S
             skipped.append(Skipped(rel_folder or ".", f"cannot read folder: {e.strerror}"))
             continue
         if respect_gitignore and any(e.name == ".gitignore" and e.is_file(follow_symlinks=False) for e in items):
-            ignorer = ignorer.with_file(rel_folder, _read_small(os.path.join(folder, ".gitignore")))
+            ignorer = _with_gitignore(ignorer, folder, rel_folder, notes)
         subdirs = []
         for e in items:
-            rel = f"{rel_folder}/{e.name}" if rel_folder else e.name
             if e.name in VCS_DIRS:
                 continue
-            try:
-                is_link = e.is_symlink()
-                is_dir = e.is_dir(follow_symlinks=False)
-            except OSError as err:
-                skipped.append(Skipped(rel, f"cannot stat: {err.strerror}"))
-                continue
-            if respect_gitignore and ignorer.ignored(rel, is_dir):
-                continue
-            if is_link:
-                skipped.append(Skipped(rel, _symlink_reason(e.path, root)))
-            elif is_dir:
-                if e.name in VENDORED_DIRS:
-                    skipped.append(Skipped(rel, f"folder skipped: {VENDORED_DIRS[e.name]}"))
-                elif os.path.isfile(os.path.join(e.path, "pyvenv.cfg")):
-                    skipped.append(Skipped(rel, "folder skipped: a Python virtual environment (pyvenv.cfg)"))
-                else:
-                    subdirs.append((e.path, rel, ignorer))
-            elif e.is_file(follow_symlinks=False):
-                try:
-                    size = e.stat(follow_symlinks=False).st_size
-                except OSError as err:
-                    skipped.append(Skipped(rel, f"cannot stat: {err.strerror}"))
-                    continue
-                entries.append(Entry(rel, e.path, size))
-            else:
-                skipped.append(Skipped(rel, "not a regular file"))
+            rel = f"{rel_folder}/{e.name}" if rel_folder else e.name
+            sub = _visit(e, rel, root, ignorer if respect_gitignore else None, entries, skipped)
+            if sub:
+                subdirs.append((e.path, rel, ignorer))
         stack.extend(reversed(subdirs))
-    return entries, skipped
+    return entries, skipped, notes
+
+
+def _with_gitignore(ignorer: Ignorer, folder: str, rel_folder: str, notes: list[Note]) -> Ignorer:
+    spec, bad = gitignore.load(_read_small(os.path.join(folder, ".gitignore")))
+    rel = f"{rel_folder}/.gitignore" if rel_folder else ".gitignore"
+    for b in bad:
+        notes.append(Note(rel, f"line {b.line}: pattern {b.pattern!r} skipped ({b.why})"))
+    return ignorer.with_spec(rel_folder, spec)
+
+
+def _visit(e: os.DirEntry, rel: str, root: str, ignorer: Ignorer | None, entries: list[Entry],
+           skipped: list[Skipped]) -> bool:
+    """File one directory entry as an entry or a skip; True when it is a folder to descend into."""
+    try:
+        is_link = e.is_symlink()
+        is_dir = e.is_dir(follow_symlinks=False)
+    except OSError as err:
+        skipped.append(Skipped(rel, f"cannot stat: {err.strerror}"))
+        return False
+    if ignorer is not None and ignorer.ignored(rel, is_dir):
+        return False
+    if is_link:
+        skipped.append(Skipped(rel, _symlink_reason(e.path, root)))
+    elif is_dir:
+        reason = _skipped_folder(e)
+        if not reason:
+            return True
+        skipped.append(Skipped(rel, reason))
+    elif e.is_file(follow_symlinks=False):
+        try:
+            entries.append(Entry(rel, e.path, e.stat(follow_symlinks=False).st_size))
+        except OSError as err:
+            skipped.append(Skipped(rel, f"cannot stat: {err.strerror}"))
+    else:
+        skipped.append(Skipped(rel, "not a regular file"))
+    return False
+
+
+def _skipped_folder(e: os.DirEntry) -> str:
+    """Why a folder below the root is not descended into, or '' when it is."""
+    if e.name in VENDORED_DIRS:
+        return f"folder skipped: {VENDORED_DIRS[e.name]}"
+    if os.path.isfile(os.path.join(e.path, "pyvenv.cfg")):
+        return "folder skipped: a Python virtual environment (pyvenv.cfg)"
+    return ""

@@ -1,0 +1,140 @@
+"""Recall and precision of `gapbench scan` against hand-reviewed lock-in lines (benchmarks/data/scan_labels.toml).
+
+Fetches nothing: give it checkouts of the labelled repositories at the labelled commits.
+
+    python benchmarks/scan_recall.py karpathy/nanoGPT=/src/nanoGPT karpathy/llm.c=/src/llm.c \\
+        jzhang38/TinyLlama=/src/TinyLlama [--misses]
+
+A labelled line counts as found when the scanner reports at least one finding on it; a flagged line in a
+labelled file that carries no label is a false alarm. Files that are not labelled are not counted either way.
+Scores are given per split of the labels: the files the rules were developed on, and the held-out files.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+from gapbench.scan import scan
+
+LABELS = Path(__file__).resolve().parent / "data" / "scan_labels.toml"
+
+
+@dataclass
+class Score:
+    labelled: int = 0
+    found: int = 0
+    flagged: int = 0
+    false_alarms: int = 0
+    misses: list[str] = field(default_factory=list)
+    alarms: list[str] = field(default_factory=list)
+    by_kind: Counter = field(default_factory=Counter)
+    found_by_kind: Counter = field(default_factory=Counter)
+
+    def add(self, other: Score) -> None:
+        for name in ("labelled", "found", "flagged", "false_alarms"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.misses += other.misses
+        self.alarms += other.alarms
+        self.by_kind.update(other.by_kind)
+        self.found_by_kind.update(other.found_by_kind)
+
+    @property
+    def recall(self) -> float:
+        return self.found / self.labelled if self.labelled else 1.0
+
+    @property
+    def precision(self) -> float:
+        return (self.flagged - self.false_alarms) / self.flagged if self.flagged else 1.0
+
+
+def head_commit(path: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=30)
+    except OSError:
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def score_repo(report, files: list[dict]) -> Score:
+    flagged: dict[str, set[int]] = {}
+    for f in report.findings:
+        flagged.setdefault(f.path, set()).add(f.line)
+    score = Score()
+    for entry in files:
+        path = entry["path"]
+        labels = {line: kind for line, kind in entry["labels"]}
+        hits = flagged.get(path, set())
+        score.labelled += len(labels)
+        score.flagged += len(hits)
+        for line, kind in sorted(labels.items()):
+            score.by_kind[kind] += 1
+            if line in hits:
+                score.found += 1
+                score.found_by_kind[kind] += 1
+            else:
+                score.misses.append(f"{path}:{line} [{kind}]")
+        for line in sorted(hits - labels.keys()):
+            score.false_alarms += 1
+            score.alarms.append(f"{path}:{line}")
+    return score
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("checkouts", nargs="+", metavar="OWNER/NAME=PATH")
+    p.add_argument("--labels", type=Path, default=LABELS)
+    p.add_argument("--misses", action="store_true", help="list every missed line and every false alarm")
+    args = p.parse_args(argv)
+    data = tomllib.loads(args.labels.read_text(encoding="utf-8"))
+    commits = {r["name"]: r["commit"] for r in data["repo"]}
+    paths: dict[str, Path] = {}
+    for item in args.checkouts:
+        name, sep, path = item.partition("=")
+        if not sep or name not in commits:
+            p.error(f"{item!r}: expected OWNER/NAME=PATH with a labelled repository ({', '.join(commits)})")
+        paths[name] = Path(path)
+    for name, root in paths.items():
+        head = head_commit(root)
+        if head and head != commits[name]:
+            print(f"warning: {name} is checked out at {head[:12]}, the labels are for {commits[name][:12]}",
+                  file=sys.stderr)
+    reports = {name: scan(root, jobs=1) for name, root in paths.items()}
+    splits = sorted({f.get("split", "development") for f in data["file"]}, key=lambda x: x != "development")
+    for split in splits:
+        print(f"\n{split} files")
+        print(f"{'repository':<22} {'commit':<12} {'files':>5} {'labelled':>8} {'found':>6} {'recall':>7} "
+              f"{'flagged':>7} {'false':>6} {'precision':>9}")
+        total = Score()
+        nfiles = 0
+        for name in paths:
+            files = [f for f in data["file"] if f["repo"] == name and f.get("split", "development") == split]
+            s = score_repo(reports[name], files)
+            total.add(s)
+            nfiles += len(files)
+            print(f"{name:<22} {commits[name][:12]:<12} {len(files):>5} {s.labelled:>8} {s.found:>6} "
+                  f"{s.recall:>7.3f} {s.flagged:>7} {s.false_alarms:>6} {s.precision:>9.3f}")
+            if args.misses:
+                for m in s.misses:
+                    print(f"    missed      {m}")
+                for a in s.alarms:
+                    print(f"    false alarm {a}")
+        print(f"{'overall':<22} {'':<12} {nfiles:>5} {total.labelled:>8} {total.found:>6} {total.recall:>7.3f} "
+              f"{total.flagged:>7} {total.false_alarms:>6} {total.precision:>9.3f}")
+        print("recall by kind: " + ", ".join(f"{k} {total.found_by_kind[k]}/{n}"
+                                             for k, n in sorted(total.by_kind.items())))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

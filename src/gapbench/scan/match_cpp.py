@@ -1,0 +1,115 @@
+"""CUDA C/C++: names looked up in the CUDA API dictionary (namespace aliases resolved), and the cpp rules'
+patterns for what is not a name (headers, kernel launches, warp-size idioms, inline PTX)."""
+
+from __future__ import annotations
+
+import re
+
+from gapbench.scan import cuda_api
+from gapbench.scan.match_python import _line_starts, _position, _short
+from gapbench.scan.match_text import TextMatch, TextRules, mask_c_code
+from gapbench.scan.rules import Rule, RuleSet
+
+# `namespace fe = cudnn_frontend;`, `namespace cg = ::cooperative_groups::experimental;`
+_NAMESPACE_ALIAS = re.compile(r"\bnamespace\s+(\w+)\s*=\s*(?:::\s*)?(\w+)[\w:\s]*;")
+
+
+class CppRules:
+    """The cpp rules, compiled: the dictionary part is built on first use (it reads torch's hipify tables)."""
+
+    def __init__(self, ruleset: RuleSet, text: TextRules):
+        self.text = text
+        self.by_library = ruleset.api_rules()
+        self._api: cuda_api.CudaApi | None = None
+        self._namespaces: re.Pattern | None = None
+        self._members: dict[str, re.Pattern] = {}
+
+    def match(self, name: str, text: str) -> list[TextMatch]:
+        masked, code = mask_c_code(text)
+        starts = _line_starts(masked)
+        found = self.text.match("cpp", name, masked, starts)
+        if self.by_library:
+            found += _ApiMatch(self, code, starts).run()
+        return found
+
+    @property
+    def api(self) -> cuda_api.CudaApi:
+        if self._api is None:
+            self._api = cuda_api.dictionary()
+            spaces = sorted(ns for ns, lib in self._api.namespaces.items() if lib in self.by_library)
+            if spaces:
+                self._namespaces = re.compile(r"\b(" + "|".join(map(re.escape, spaces)) + r")\s*::")
+        return self._api
+
+    def rule_for(self, library: str, hip: bool) -> Rule | None:
+        pair = self.by_library.get(library)
+        if pair is None:
+            return None
+        return pair[0] if hip else pair[1]
+
+    def members(self, library: str) -> re.Pattern:
+        rx = self._members.get(library)
+        if rx is None:
+            names = sorted(self.api.members[library], key=len, reverse=True)
+            rx = re.compile(r"(?:\.|->)\s*(" + "|".join(map(re.escape, names)) + r")\b")
+            self._members[library] = rx
+        return rx
+
+
+class _ApiMatch:
+    """One file's code (comments and strings blanked) against the dictionary."""
+
+    def __init__(self, rules: CppRules, code: str, starts: list[int]):
+        self.rules = rules
+        self.api = rules.api
+        self.code = code
+        self.starts = starts
+        self.found: list[TextMatch] = []
+        self.seen: set[tuple[int, str]] = set()   # one finding per line and rule: the first name on the line
+        self.used: set[str] = set()      # libraries this file uses
+
+    def run(self) -> list[TextMatch]:
+        self._names()
+        self._namespaces()
+        for library in sorted(self.used & self.api.members.keys()):
+            rule = self.rules.rule_for(library, True)
+            for m in self.rules.members(library).finditer(self.code):
+                self._add(rule, m.start(1), m.group(1))
+        return self.found
+
+    def _add(self, rule: Rule | None, offset: int, shown: str) -> None:
+        if rule is not None:
+            line, col = _position(self.starts, offset)
+            if (line, rule.id) not in self.seen:
+                self.seen.add((line, rule.id))
+                self.found.append(TextMatch(rule, line, col, _short(shown)))
+
+    def _names(self) -> None:
+        names = self.api.names
+        for m in self.api.candidates().finditer(self.code):
+            info = names.get(m.group(0))
+            if info is not None:
+                rule = self.rules.rule_for(info.library, info.hip)
+                if rule is not None:
+                    self.used.add(info.library)
+                    self._add(rule, m.start(), m.group(0))
+
+    def _namespaces(self) -> None:
+        """Vendor namespaces used with `::`, directly or through an alias declared in the file."""
+        spaces = self.api.namespaces
+        aliases: dict[str, str] = {}
+        if "namespace" in self.code:
+            for m in _NAMESPACE_ALIAS.finditer(self.code):
+                library = spaces.get(m.group(2))
+                if library is not None and self.rules.rule_for(library, True) is not None:
+                    aliases[m.group(1)] = library
+                    self.used.add(library)
+                    self._add(self.rules.rule_for(library, True), m.start(2), m.group(0))
+        patterns = [self.rules._namespaces] if self.rules._namespaces is not None else []
+        if aliases:
+            patterns.append(re.compile(r"\b(" + "|".join(map(re.escape, aliases)) + r")\s*::"))
+        for rx in patterns:
+            for m in rx.finditer(self.code):
+                library = spaces.get(m.group(1)) or aliases[m.group(1)]
+                self.used.add(library)
+                self._add(self.rules.rule_for(library, True), m.start(), m.group(0))
