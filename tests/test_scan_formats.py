@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from gapbench.report.scan import render_html, render_json, render_markdown, render_sarif, terminal
 from gapbench.scan import scan
-from gapbench.scan.render import render_html, render_json, render_markdown, render_sarif, terminal
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "scan"
 SARIF_SCHEMA = Path(__file__).resolve().parent / "data" / "sarif-schema-2.1.0.json"
@@ -36,9 +36,9 @@ def test_json_shape(report):
 
 def test_markdown(report):
     md = render_markdown(report)
-    assert "| target | works | auto | manual | blocker | effort |" in md
-    assert "## Blockers for Huawei Ascend NPU" in md
-    assert "`cpp-inline-ptx`" in md and "person-days" in md
+    assert "| target | works | auto | manual | blocker | effort (range) |" in md
+    assert "## Blockers (no equivalent on the target)" in md and "Huawei Ascend NPU (npu)" in md
+    assert "| cpp-inline-ptx |" in md and "person-days" in md
 
 
 def test_html_is_self_contained_and_escaped(tmp_path):

@@ -25,8 +25,8 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
+    from gapbench.report.scan import port_terminal, render_port_markdown
     from gapbench.scan.port import port
-    from gapbench.scan.render import port_terminal, render_port_markdown
 
     fmt = "json" if args.json else args.format.lower()
     if fmt not in ("table", "json", "md"):

@@ -45,8 +45,8 @@ def parse_size(text: str) -> int:
 
 
 def main(args) -> int:
+    from gapbench.report.scan import FORMATS, render
     from gapbench.scan import scan
-    from gapbench.scan.render import FORMATS, render
 
     fmt = "json" if args.json else args.format.lower()
     if fmt == "markdown":

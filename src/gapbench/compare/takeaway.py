@@ -29,16 +29,20 @@ def class_lead(rows, i: int, bound: str) -> tuple[ClassLead | None, int]:
     numeric = [r.gaps[i] for r in mine if r.gaps[i].pct is not None]
     if not numeric:
         return None, len(mine)
-    known = [g for g in numeric if g.overlap is not None]
-    lead = ClassLead(
-        bound=bound, rows=len(numeric),
-        ahead=sum(1 for g in known if g.pct > 0 and not g.overlap),
-        behind=sum(1 for g in known if g.pct < 0 and not g.overlap),
-        noise=sum(1 for g in known if g.overlap or g.pct == 0),
-        unknown=sum(1 for g in numeric if g.overlap is None and not g.flagged),
-        lo=min(g.pct for g in numeric), hi=max(g.pct for g in numeric),
-        flagged=sum(1 for g in numeric if g.overlap is None and g.flagged))
+    verdicts = [_verdict(g) for g in numeric]
+    lead = ClassLead(bound=bound, rows=len(numeric), ahead=verdicts.count("ahead"), behind=verdicts.count("behind"),
+                     noise=verdicts.count("noise"), unknown=verdicts.count("unknown"),
+                     lo=min(g.pct for g in numeric), hi=max(g.pct for g in numeric), flagged=verdicts.count("flagged"))
     return lead, len(mine) - len(numeric)
+
+
+def _verdict(g) -> str:
+    """ahead, behind, noise (within noise or equal), flagged (a disturbed host) or unknown (no runs on a side)."""
+    if g.overlap is None:
+        return "flagged" if g.flagged else "unknown"
+    if g.overlap or g.pct == 0:
+        return "noise"
+    return "ahead" if g.pct > 0 else "behind"
 
 
 def _per_platform(comp: Comparison) -> tuple[PlatformTakeaway, ...]:

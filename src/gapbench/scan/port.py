@@ -15,6 +15,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from gapbench.errors import GapbenchError
+from gapbench.scan.cuda_api import dictionary
 from gapbench.scan.engine import BINARY_SNIFF, kinds_of
 from gapbench.scan.findings import Note, shown_path
 from gapbench.scan.match_text import _C_COMMENT_OR_STRING, CPP_CUDA_HINT
@@ -246,8 +247,11 @@ def _collect_unmapped(rel: str, text: str, counts: Counter, first: dict[str, str
     # Comments, string literals and #include lines blanked, offsets kept.
     code = _C_COMMENT_OR_STRING.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), text)
     code = _INCLUDE_LINE.sub(lambda m: " " * len(m.group(0)), code)
+    known = dictionary().names
     for m in UNMAPPED.finditer(code):
         key = m.group(0)
+        if key not in known and not key.startswith(("__CUDA", "__nv_", "nvcuda::")):
+            continue  # a name that only looks like CUDA (cudaCheck, a project's own helper) is not left unmapped
         before = code[max(0, m.start() - 12):m.start()]
         if (key == "cuda" and _TORCH_CUDA_NAMESPACE.search(before)) or re.search(r"(?:at|c10)::cuda::$", before):
             continue

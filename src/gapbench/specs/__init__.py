@@ -253,46 +253,56 @@ def cpu_flops_per_cycle(isa: list[str] | tuple[str, ...]) -> dict[str, int]:
     return out
 
 
+def _cpu_clock(identity: dict) -> tuple[float | None, str]:
+    """(MHz, what the note says about it): the measured clock where the OS reported only a nominal one."""
+    nominal = identity.get("cpufreq") is False
+    measured = identity.get("cpu_measured_mhz") if nominal else None
+    mhz = measured or identity.get("cpu_max_mhz") or identity.get("max_mhz")
+    if measured:
+        return mhz, (f"; the clock measured where it ran ({identity.get('cpu_clock_method') or 'dependent FMA chain'}):"
+                     f" the OS reported only a nominal {identity.get('cpu_max_mhz')} MHz")
+    if nominal:
+        return mhz, ("; no cpufreq where it ran (a VM?): the clock is the nominal one /proc/cpuinfo showed and boost "
+                     "can exceed it")
+    return mhz, ""
+
+
+def _cpu_cores(identity: dict) -> tuple[int | None, str]:
+    """(cores the run used, what the note says about it): the physical cores, or the threads when fewer."""
+    physical = identity.get("physical_cores") or identity.get("cores")
+    threads = identity.get("threads")
+    if physical and isinstance(threads, int) and 0 < threads < physical:
+        return threads, f" (the {threads} threads the run used)"
+    return physical, ""
+
+
 def cpu_spec(identity: dict) -> Spec:
-    """The CPU as a Spec: peaks computed from physical cores x max clock x FLOPs/cycle (an estimate).
+    """The CPU as a Spec: peaks computed from cores used x clock x FLOPs/cycle (an estimate).
 
     Everything comes from the identity, as the run recorded it: 'isa', 'cpu_max_mhz' (compare merges it in
     from the results file's host section when the device section lacks it), 'cpufreq' (whether that clock was
     the OS's maximum or only a nominal one) and 'cpu_measured_mhz' (the clock gapbench measured where only a
     nominal one was reported, used then), 'physical_cores' (else the logical 'cores'), limited to 'threads',
-    the threads the run used. This module never probes the machine it runs on. Bandwidth is unknown unless the identity carries
-    'memory_bandwidth_tbs' or a spec row of type "cpu" matches the product name.
+    the threads the run used. This module never probes the machine it runs on. Bandwidth is unknown unless the
+    identity carries 'memory_bandwidth_tbs' or a spec row of type "cpu" matches the product name.
     """
     product = str(identity.get("product") or "CPU")
     isa = identity.get("isa") or []
-    nominal = identity.get("cpufreq") is False
-    measured = identity.get("cpu_measured_mhz") if nominal else None
-    mhz = measured or identity.get("cpu_max_mhz") or identity.get("max_mhz")
-    physical = identity.get("physical_cores") or identity.get("cores")
-    threads = identity.get("threads")
-    cores = min(physical, threads) if physical and isinstance(threads, int) and threads > 0 else physical
-    per_cycle = cpu_flops_per_cycle(isa)
+    mhz, clock = _cpu_clock(identity)
+    cores, used = _cpu_cores(identity)
     tflops = {}
     if mhz and cores:
-        tflops = {d: round(float(cores) * float(mhz) * 1e6 * n / 1e12, 6) for d, n in per_cycle.items()}
+        tflops = {d: round(float(cores) * float(mhz) * 1e6 * n / 1e12, 6) for d, n in cpu_flops_per_cycle(isa).items()}
     row = _match_table(product, kind="cpu")
-    bw = identity.get("memory_bandwidth_tbs") or (row.bandwidth_tbs if row else None)
     if row:
         tflops = {**tflops, **row.tflops}
     mem = identity.get("memory_bytes")
-    if measured:
-        clock = (f"; the clock measured where it ran ({identity.get('cpu_clock_method') or 'dependent FMA chain'}): "
-                 f"the OS reported only a nominal {identity.get('cpu_max_mhz')} MHz")
-    elif nominal:
-        clock = "; no cpufreq where it ran (a VM?): the clock is the nominal one /proc/cpuinfo showed and boost can exceed it"
-    else:
-        clock = ""
-    used = f" (the {threads} threads the run used)" if isinstance(threads, int) and physical and threads < physical else ""
     note = (f"estimate: {cores} cores{used} x {float(mhz):.0f} MHz x FLOPs/cycle for ISA {', '.join(isa) or 'unknown'}"
             + clock if mhz and cores else "clock or core count unknown: no computed peak")
     return Spec(
         key=row.key if row else "cpu", name=product, vendor=str(identity.get("vendor") or ""), type="cpu",
-        tflops=tflops, memory_gb=round(mem / 1e9, 1) if mem else None, bandwidth_tbs=bw,
+        tflops=tflops, memory_gb=round(mem / 1e9, 1) if mem else None,
+        bandwidth_tbs=identity.get("memory_bandwidth_tbs") or (row.bandwidth_tbs if row else None),
         tdp_w=row.tdp_w if row else None, price_usd_per_hour=row.price_usd_per_hour if row else None,
         price_date=row.price_date if row else None, price_source=row.price_source if row else None,
         confidence="low", source=row.source if row else "computed by gapbench.specs.cpu_spec",
