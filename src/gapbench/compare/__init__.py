@@ -15,6 +15,7 @@ import sys
 import types
 
 from gapbench import specs as specs_mod
+from gapbench.compare.frontier import frontiers_side
 from gapbench.compare.gaps import Gap, gap_pct, intervals_overlap
 from gapbench.compare.model import (
     Cell,
@@ -243,12 +244,13 @@ def _rows(platforms: list[Platform], base_i: int, order, by_set) -> list[Row]:
 
 
 def compare(result_sets, baseline=None, labels: list[str] | None = None, refs: list[str] | None = None,
-            prices: dict[str, float] | None = None) -> Comparison:
+            prices: dict[str, float] | None = None, interactivity: list[float] | None = None) -> Comparison:
     """Line up result sets (ResultSet objects or paths) into a gap table against a baseline.
 
     baseline: index, path, platform name/label, run id or ResultSet; default the first input, or the first
     reference when refs are given. labels name the inputs in order. refs are reference platform keys
     (specs/references.toml). prices: {name: USD per hour} (name = label, platform name, file stem or spec key).
+    interactivity: tokens/s per user at which inference curves are compared (default: where they all reach).
     """
     sets = _as_result_sets(list(result_sets))
     if not sets and not refs:
@@ -276,6 +278,7 @@ def compare(result_sets, baseline=None, labels: list[str] | None = None, refs: l
     comp.takeaway = takeaway(comp)
     comp.coverage = coverage_side(platforms)
     comp.frameworks = frameworks_side(platforms)
+    comp.frontiers = frontiers_side(platforms, base_i, interactivity)
     return comp
 
 

@@ -39,7 +39,7 @@ def reference_result_set(name: str, like: list[ResultSet] | None = None) -> Resu
     spec = specs_mod.by_key(name)
     ms: list[Measurement] = []
     for ref in specs_mod.load_references():
-        if ref.platform != name:
+        if ref.platform != name or ref.interactivity is not None:  # a curve's point: compare.frontier's
             continue
         meta = {"reference": True, "source": ref.source, "date": ref.date, "note": ref.note,
                 "reference_variant": ref.variant}
