@@ -61,7 +61,7 @@ def memory_shortfall(need: float, device) -> str:
     """'' when `need` bytes should fit, else the reason (the estimate and what the device has)."""
     if device.backend.host_memory_is_device_memory:
         return tr.host_memory_shortfall(need, device)
-    total = device.total_memory()
+    total = device.total_memory
     if need > total:
         return (f"needs about {need / 2**30:.1f} GiB (weights, static KV cache, prefill activations); the device "
                 f"has {total / 2**30:.1f} GiB")
