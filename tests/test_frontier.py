@@ -32,6 +32,9 @@ def test_interpolation_is_linear_with_an_interval_and_does_not_extrapolate():
     # x intervals widen the y interval through the local slope (40 per unit of x): half-width 0.1 -> 4
     g = fr.pareto([P(2, 90, (1.9, 2.1), (85, 95)), P(3, 50, (2.9, 3.1), (45, 55))])
     assert fr.interpolate(g, 2.5).ci == pytest.approx((61.0, 79.0))
+    # a steep frontier: the x term alone would reach below zero; the two points' intervals bound it
+    steep = fr.pareto([P(2, 900, (1.5, 2.5), (850, 950)), P(2.2, 100, (1.7, 2.7), (90, 110))])
+    assert fr.interpolate(steep, 2.1).ci == pytest.approx((90.0, 950.0))
     # a published curve (no intervals) interpolates without one
     assert fr.interpolate(fr.pareto([P(1, 10), P(3, 6)]), 2).ci is None
 

@@ -6,7 +6,8 @@ concurrency, request rate), each point a pair of measurements of the same varian
 interactivity) and tokens/s per device (y). The frontier keeps the points no other point beats on both axes.
 Between two frontier points the curve is a straight line; beyond its ends it is not extended. An interpolated value
 carries an interval: the two points' 95% intervals of y interpolated alike, widened by the x intervals carried
-through the local slope (first order). The gap at equal interactivity x is y_platform(x) / y_baseline(x) − 1.
+through the local slope (first order), and kept within the two points' intervals (the frontier falls from one to
+the other). The gap at equal interactivity x is y_platform(x) / y_baseline(x) − 1.
 """
 
 from __future__ import annotations
@@ -133,6 +134,8 @@ def interpolate(frontier: tuple[Point, ...], x: float) -> Value | None:
         slope = abs((b.y - a.y) / span)
         hx = (1 - t) * (a.x_ci[1] - a.x_ci[0]) / 2 + t * (b.x_ci[1] - b.x_ci[0]) / 2
         lo, hi = lo - slope * hx, hi + slope * hx
+        # the frontier falls from a to b, so between them it stays within the two points' intervals
+        lo, hi = max(lo, min(a.y_ci[0], b.y_ci[0])), min(hi, max(a.y_ci[1], b.y_ci[1]))
     return Value(y, (lo, hi))
 
 

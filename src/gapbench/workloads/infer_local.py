@@ -237,15 +237,15 @@ def _rows(w, variant, ctx, rounds, metrics: dict, memory, energy, wall, counter)
     per_round = [im.round_metrics(r, phases=True) for r in rounds]
     stats = im.summarize(per_round)
     all_requests = [t for r in rounds for t in r]
-    metrics.update(runs=len(rounds), peak_memory_source=memory.source,
-                   request_percentiles=im.request_percentiles(all_requests),
-                   itl_pooled_ms={f"p{q}": im.percentile([g for t in all_requests for g in t.itls], q) * 1e3
-                                  for q in (50, 90, 99)} if rounds[0][0].output_tokens > 1 else None,
-                   point={n: {"median": s.median, "ci95": list(s.ci95)} for n, s in stats.items()})
+    metrics.update(runs=len(rounds), peak_memory_source=memory.source)
+    gaps = [g for t in all_requests for g in t.itls]
+    detail = {"request_percentiles": im.request_percentiles(all_requests),
+              "itl_pooled_ms": {f"p{q}": im.percentile(gaps, q) * 1e3 for q in (50, 90, 99)} if gaps else None,
+              "point": {n: {"median": s.median, "ci95": list(s.ci95)} for n, s in stats.items()}}
     power = energy / wall if energy is not None and wall > 0 else None
     if energy is not None:
         metrics["energy_source"] = counter.source
-    rows = w.rows(variant, ctx, stats, metrics, peak_memory_bytes=memory.peak())
+    rows = w.rows(variant, ctx, stats, metrics, detail, peak_memory_bytes=memory.peak())
     for name in ("output_tokens_per_s", "total_tokens_per_s"):  # rates per watt: the throughput rows
         if name in rows and power:
             rows[name] = _with_power(rows[name], power, energy / len(rounds))

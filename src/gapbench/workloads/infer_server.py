@@ -70,7 +70,8 @@ def _rows(w, variant, ctx, rounds: list[sc.Round], opts, metrics: dict) -> dict:
         per_round.append(m)
     stats = im.summarize(per_round)
     requests = [t for r in rounds for t in r.traces]
-    metrics.update(rounds=len(rounds), requests=len(requests), request_percentiles=im.request_percentiles(requests),
-                   slo={"ttft_ms": opts.slo.ttft_ms, "tpot_ms": opts.slo.tpot_ms} if opts.slo.given else None,
-                   point={n: {"median": s.median, "ci95": list(s.ci95)} for n, s in stats.items()})
-    return w.rows(variant, ctx, stats, metrics)
+    metrics.update(rounds=len(rounds), requests=len(requests),
+                   slo={"ttft_ms": opts.slo.ttft_ms, "tpot_ms": opts.slo.tpot_ms} if opts.slo.given else None)
+    detail = {"request_percentiles": im.request_percentiles(requests),
+              "point": {n: {"median": s.median, "ci95": list(s.ci95)} for n, s in stats.items()}}
+    return w.rows(variant, ctx, stats, metrics, detail)

@@ -136,8 +136,8 @@ def _measure(w, variant, ctx, engine: _Engine) -> dict:
         if len(rounds) >= budget.repeats or (len(rounds) >= budget.min_repeats and spent + per > budget.seconds):
             break
     stats = im.summarize(rounds)
-    metrics["point"] = {n: {"median": s.median, "ci95": list(s.ci95)} for n, s in stats.items()}
-    return w.rows(variant, ctx, stats, metrics)
+    return w.rows(variant, ctx, stats, metrics, {"point": {n: {"median": s.median, "ci95": list(s.ci95)}
+                                                           for n, s in stats.items()}})
 
 
 def _wrong(tokens: list[list[int]], n_out: int, vocab: int) -> str:

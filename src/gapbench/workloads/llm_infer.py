@@ -214,15 +214,17 @@ class LlmInfer(Workload):
         measure = {"server": infer_server.measure, "vllm": infer_vllm.measure}.get(kind, infer_local.measure)
         return measure(self, variant, ctx, _preset(ctx.preset), InferOptions.from_options(ctx.options))
 
-    def rows(self, variant: Variant, ctx: Context, stats: dict, common: dict, **extra) -> dict[str, Measurement]:
-        """One ok Measurement per metric that has Stats; `common` metrics go on every row, `extra` (power, peak
-        memory, …) too."""
+    def rows(self, variant: Variant, ctx: Context, stats: dict, common: dict, detail: dict | None = None,
+             **extra) -> dict[str, Measurement]:
+        """One ok Measurement per metric that has Stats; `common` metrics go on every row, `detail` (the point's
+        summary, request percentiles) on its first row only, `extra` (power, peak memory, …) on every row."""
         out = {}
         for name, s in stats.items():
             d = im.METRICS[name]
+            metrics = dict(common, **(detail or {})) if not out else dict(common)
             out[name] = Measurement(workload=self.name, preset=ctx.preset, variant=variant.params, value=s.median,
                                     unit=d.unit, higher_is_better=d.higher_is_better, stats=s, status="ok",
-                                    metrics=dict(common), **extra)
+                                    metrics=metrics, **extra)
         return out
 
     def failure(self, variant: Variant, ctx: Context, status: str, reason: str, **extra) -> dict[str, Measurement]:
