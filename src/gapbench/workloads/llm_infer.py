@@ -204,8 +204,10 @@ class LlmInfer(Workload):
         if failed is not None:
             return replace(failed, variant=variant.params, unit=d.unit, higher_is_better=d.higher_is_better,
                            value=None, stats=None)
-        return replace(self.failed(variant, ctx, "unsupported", f"{name} is not measured by this engine"),
-                       unit=d.unit, higher_is_better=d.higher_is_better)
+        why = (f"{name}: vLLM's offline engine returns whole requests, so gaps between single tokens are not "
+               "observable (measure `vllm serve` with --server for them)" if name in im.ITL_METRICS and
+               variant.params["engine"] == "vllm" else f"{name} is not measured by this engine")
+        return replace(self.failed(variant, ctx, "unsupported", why), unit=d.unit, higher_is_better=d.higher_is_better)
 
     def _measure_point(self, variant: Variant, ctx: Context) -> dict[str, Measurement]:
         from gapbench.workloads import infer_local, infer_server, infer_vllm
