@@ -173,3 +173,37 @@ def test_run_then_compare_at_equal_interactivity(tmp_path):
     gaps = json.loads(c.stdout)["frontiers"]["gaps"]
     at = [g for g in gaps if g["at_tokens_per_s_per_user"] is not None]
     assert at and at[0]["gaps"]["b"]["gap_pct"] == pytest.approx(0.0, abs=1e-9)
+
+
+_OOM_SCRIPT = """
+import json, resource, time
+import torch
+from gapbench import devices
+from gapbench.workloads import llm_infer as li
+from gapbench.workloads.base import Context
+
+vm = [int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmSize:")][0]
+resource.setrlimit(resource.RLIMIT_AS, (vm + 256 * 2**20, resource.RLIM_INFINITY))
+w = li.LlmInfer()
+c = Context(device=devices.resolve("cpu"), preset="tiny", budget_s=60, repeats=3,
+            options={"lengths": "1024:2", "batch_size": [512], "dtype": "fp32"})
+out = []
+for v in w.variants("tiny", c):
+    t0 = time.perf_counter()
+    m = w.run(v, c)
+    out.append([m.status, m.reason, time.perf_counter() - t0])
+print(json.dumps({"rows": out, "model_dropped": w.models.model is None}))
+"""
+
+
+def test_running_out_of_memory_fails_the_point_once_as_oom():
+    """A real allocation failure (the address-space limit a CPU worker runs under) while the point runs: every
+    row is `oom` with the reason, the point is not measured again for each row, the model is let go."""
+    p = subprocess.run([sys.executable, "-c", _OOM_SCRIPT], capture_output=True, text=True, timeout=180,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT / "src")), cwd=ROOT)
+    assert p.returncode == 0, p.stderr[-2000:]
+    res = json.loads(p.stdout.strip().splitlines()[-1])
+    rows = res["rows"]
+    assert len(rows) == 11 and {s for s, _, _ in rows} == {"oom"}, rows[0]
+    assert all(t < 0.05 for _, _, t in rows[1:])  # the failure is the point's, found once
+    assert res["model_dropped"]

@@ -194,7 +194,7 @@ class LlmInfer(Workload):
         key = point_of(variant.params)
         if self._point is None or self._point[0] != key:
             self._point = None  # the previous point's measurements are not needed any more
-            self._point = (key, self._measure_point(variant, ctx))
+            self._point = (key, self._measure_or_fail(variant, ctx))
         rows = self._point[1]
         name = variant.params["metric"]
         if name in rows:
@@ -208,6 +208,19 @@ class LlmInfer(Workload):
                "observable (measure `vllm serve` with --server for them)" if name in im.ITL_METRICS and
                variant.params["engine"] == "vllm" else f"{name} is not measured by this engine")
         return replace(self.failed(variant, ctx, "unsupported", why), unit=d.unit, higher_is_better=d.higher_is_better)
+
+    def _measure_or_fail(self, variant: Variant, ctx: Context) -> dict[str, Measurement]:
+        """The point's rows; an exception fails the point once (`oom` when the device ran out of memory), not
+        once per row: its other rows must not build and fail it again."""
+        try:
+            return self._measure_point(variant, ctx)
+        except Exception as e:  # noqa: BLE001 - a point's failure is a finding, reported on each of its rows
+            status = "oom" if ctx.device.is_oom(e) else "error"
+            reason = f"{type(e).__name__}: {e}{_where(e)}"
+        if status == "oom":
+            self.models.drop()
+        tr.release_memory(ctx.device)  # outside the except block: only now is the failed try's memory garbage
+        return self.failure(variant, ctx, status, reason)
 
     def _measure_point(self, variant: Variant, ctx: Context) -> dict[str, Measurement]:
         from gapbench.workloads import infer_local, infer_server, infer_vllm
@@ -232,6 +245,13 @@ class LlmInfer(Workload):
     def failure(self, variant: Variant, ctx: Context, status: str, reason: str, **extra) -> dict[str, Measurement]:
         """A point that could not be measured: every row of it carries the status and the reason."""
         return {FAILED: self.failed(variant, ctx, status, reason, **extra)}
+
+
+def _where(e: BaseException) -> str:
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return f" at {tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}" if tb is not None else ""
 
 
 def _bases(preset: str, p: InferPreset, opts: InferOptions, ctx: Context, lengths) -> list[dict]:
