@@ -107,7 +107,8 @@ def test_every_format_shows_it_and_html_draws_the_curves():
     assert g["at_tokens_per_s_per_user"] == 45.0 and g["gaps"]["fast"]["gap_pct"] == pytest.approx(242.857, rel=1e-4)
     assert g["gaps"]["fast"]["text"] == "+242.9%"
     html = render(None, format="html", comparison=comp)
-    assert html.count('aria-label="llm-infer bf16') == 1 and "<polyline" in html
+    assert html.count('aria-label="llm-infer tiny transformers bf16 32→8 tokens static batching"') == 1
+    assert html.count("<polyline") == 2  # one frontier per platform
     assert "Throughput and interactivity" in html
 
 

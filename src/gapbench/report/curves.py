@@ -6,7 +6,7 @@ from __future__ import annotations
 from html import escape
 
 from gapbench.compare import Comparison
-from gapbench.report.kit import X_TITLE, Y_TITLES, fmt_num, series_text
+from gapbench.report.kit import X_TITLE, Y_TITLES, fmt_num, series_text, series_title
 from gapbench.report.svg import PALETTE, _nice_ticks, _t
 
 
@@ -114,6 +114,7 @@ def curve_plots(comp: Comparison) -> list[tuple[str, str]]:
     for (workload, _s, y_metric), curves in groups.items():
         if y_metric != "output_tokens_per_s" and not any(c.reference for c in curves):
             continue
-        title = series_text(workload, curves[0].series)
-        out.append((f"{title} — {Y_TITLES.get(y_metric, y_metric)} against {X_TITLE}", plot(comp, curves, title)))
+        full = series_text(workload, curves[0].series)
+        out.append((f"{full} — {Y_TITLES.get(y_metric, y_metric)} against {X_TITLE}",
+                    plot(comp, curves, series_title(workload, curves[0].series))))
     return out

@@ -305,6 +305,18 @@ def series_text(workload: str, series: dict) -> str:
     return f"{workload} {vt}" if vt else workload
 
 
+def series_title(workload: str, series: dict) -> str:
+    """A short name of an inference series for a plot's title: model, engine, dtype, lengths, batching."""
+    parts = [workload, str(series.get("model", "")), str(series.get("engine", "")), str(series.get("dtype", ""))]
+    if "input_len" in series and "output_len" in series:
+        parts.append(f"{series['input_len']}→{series['output_len']} tokens")
+    if series.get("batching") == "static":
+        parts.append("static batching")
+    if series.get("compile"):
+        parts.append("compiled")
+    return " ".join(p for p in parts if p)
+
+
 def level_text(level: float | None) -> str:
     return "highest throughput" if level is None else f"{fmt_num(level, 3)} {X_TITLE}"
 
