@@ -8,8 +8,9 @@ with a timestamp per token, and the checks that it generated what the model says
   scheme of vLLM's dynamic fp8). The LM head stays in bf16, as the engines keep it.
 - Generation: a prefill of the prompt (only the last position's logits are computed), then output_len - 1 decode
   steps of one token each into a StaticCache; every token is copied to the host as it is produced, as a server
-  streams it, and timed there. No EOS: the output length is fixed. `compile=True` compiles the decode step. Every
-  step's logits are checked for finiteness on the device, without an extra synchronisation.
+  streams it, and timed there. No EOS: the output length is fixed. `compile=True` compiles the decode step. The
+  prefill's logits must be finite, and each decode step's best logit (a NaN anywhere propagates into the maximum):
+  kept on the device and checked once after the last token, so the check adds no work to a step.
 """
 
 from __future__ import annotations
@@ -167,8 +168,8 @@ class StaticGenerator:
         return self.model(input_ids=ids, **kw).logits[:, -1]
 
     def _decode(self, token: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        logits = self._logits(token, positions)
-        return logits.argmax(-1), torch.isfinite(logits).all()
+        best, token = self._logits(token, positions).max(-1)  # NaN propagates into the maximum
+        return token, best
 
     def reset(self) -> None:
         if hasattr(self.cache, "reset"):
@@ -190,10 +191,13 @@ class StaticGenerator:
             token = logits.argmax(-1)
             yield token.cpu()
             finite = torch.isfinite(logits).all()
+            best = []  # each step's best logit, kept on the device: checked once at the end, no work per step
             for pos in self.positions:
-                token, step_finite = self.decode(token[:, None], pos)
+                token, top = self.decode(token[:, None], pos)
                 yield token.cpu()
-                finite = finite & step_finite  # stays on the device: no extra synchronisation per step
+                best.append(top)
+            if best:
+                finite = finite & torch.isfinite(torch.stack(best)).all()
         return bool(finite)
 
     def __call__(self, prompt: torch.Tensor, synchronize) -> Generation:
