@@ -42,7 +42,7 @@ def test_variants_sweep_batches_and_give_a_row_per_metric():
     w = li.LlmInfer()
     vs = w.variants("tiny", ctx())
     batches = sorted({v.params["batch_size"] for v in vs})
-    assert batches == [1, 2, 4, 8, 16]  # the tiny preset's sweep, memory permitting
+    assert batches == [1, 2, 4, 8, 16, 32, 64, 128, 256]  # the tiny preset's sweep, memory permitting
     metrics = [v.params["metric"] for v in vs if v.params["batch_size"] == 1]
     assert metrics == [n for n in im.METRICS if n not in im.SLO_METRICS]
     p = vs[0].params
@@ -141,7 +141,7 @@ def test_the_accelerator_branch_on_the_test_accelerator(tmp_path):
     rs = json.loads(out.read_text())
     ms = [m for m in rs["measurements"] if m["variant"]["metric"] == "output_tokens_per_s"]
     batches = [m["variant"]["batch_size"] for m in ms]
-    assert batches and max(batches) < 16, batches  # cut by the 64 MiB capacity, below the preset's top
+    assert batches and max(batches) < 64, batches  # cut by the 64 MiB capacity, below the preset's top
     assert all(m["status"] == "ok" for m in ms), [m["reason"] for m in ms]
     assert all(0 < m["peak_memory_bytes"] <= 64 * 2**20 for m in ms)
     auto = tmp_path / "auto.json"

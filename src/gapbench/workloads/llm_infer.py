@@ -45,8 +45,8 @@ class InferPreset:
 
 
 PRESETS: dict[str, InferPreset] = {
-    "tiny": InferPreset("2 layers, hidden 128, GQA 4/2 heads, vocab 512; 128 in / 32 out; batch 1…16 (seconds on "
-                        "a CPU)", TINY, ((128, 32),), 16),
+    "tiny": InferPreset("2 layers, hidden 128, GQA 4/2 heads, vocab 512; 128 in / 32 out; batch 1…256 (seconds "
+                        "per point on a CPU)", TINY, ((128, 32),), 256),
     "llama2-7b": InferPreset("Llama-2-7B (6.74e9 params), 1024 in / 1024 out (Llama-2's context is 4096); batch "
                              "1…256", LLAMA2_7B, ((1024, 1024),), 256),
     "llama2-70b": InferPreset("Llama-2-70B (69.0e9 params, GQA 64/8), 1024 in / 1024 out; batch 1…256 where it "
