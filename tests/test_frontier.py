@@ -28,7 +28,9 @@ def test_interpolation_is_linear_with_an_interval_and_does_not_extrapolate():
     v = fr.interpolate(f, 2.5)
     assert v.y == pytest.approx(70.0) and v.ci == pytest.approx((65.0, 75.0))
     assert fr.interpolate(f, 2.0).y == pytest.approx(90.0)
-    assert fr.interpolate(f, 1.9) is None and fr.interpolate(f, 3.1) is None
+    assert fr.interpolate(f, 3.1) is None  # beyond the highest interactivity: not reached, never extrapolated
+    # below the lowest interactivity the highest-throughput point serves (every user gets at least that much)
+    assert fr.interpolate(f, 1.0).y == 90.0 and fr.interpolate(f, 1.0).ci == (85, 95)
     # x intervals widen the y interval through the local slope (40 per unit of x): half-width 0.1 -> 4
     g = fr.pareto([P(2, 90, (1.9, 2.1), (85, 95)), P(3, 50, (2.9, 3.1), (45, 55))])
     assert fr.interpolate(g, 2.5).ci == pytest.approx((61.0, 79.0))
@@ -48,7 +50,8 @@ def test_gap_and_levels():
     assert fr.value_gap(fr.Value(50.0, None), base).overlap is None
     lv = fr.default_levels([fr.pareto([P(1, 9), P(9, 1)]), fr.pareto([P(2, 9), P(16, 1)])])
     assert lv == pytest.approx([2.0, math.sqrt(18.0), 9.0])
-    assert fr.default_levels([fr.pareto([P(1, 9), P(2, 1)]), fr.pareto([P(3, 9), P(4, 1)])]) == []
+    # no shared range: the highest interactivity both curves reach
+    assert fr.default_levels([fr.pareto([P(1, 9), P(2, 1)]), fr.pareto([P(3, 9), P(4, 1)])]) == [2]
 
 
 def infer_set(label: str, points: list[tuple[int, float, float]], spread: float = 0.02, **series) -> ResultSet:

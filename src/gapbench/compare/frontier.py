@@ -4,7 +4,9 @@ Numbers only; the words are the renderers' (report.kit, report.curves).
 A curve is the points of one inference series (an llm-infer variant without what varies along it: batch size,
 concurrency, request rate), each point a pair of measurements of the same variant: tokens/s per user (x, the
 interactivity) and tokens/s per device (y). The frontier keeps the points no other point beats on both axes.
-Between two frontier points the curve is a straight line; beyond its ends it is not extended. An interpolated value
+Between two frontier points the curve is a straight line. Below its lowest interactivity a curve gives its
+highest-throughput point (every user still gets at least that many tokens/s); beyond its highest interactivity it
+is not extended ("not reached"). An interpolated value
 carries an interval: the two points' 95% intervals of y interpolated alike, widened by the x intervals carried
 through the local slope (first order), and kept within the two points' intervals (the frontier falls from one to
 the other). The gap at equal interactivity x is y_platform(x) / y_baseline(x) − 1.
@@ -114,10 +116,11 @@ def pareto(points) -> tuple[Point, ...]:
 
 
 def interpolate(frontier: tuple[Point, ...], x: float) -> Value | None:
-    """y of the frontier at x (linear between its points), None outside its x range."""
-    if not frontier or not (frontier[0].x <= x <= frontier[-1].x):
+    """The throughput the frontier gives at interactivity x: linear between its points; below its lowest
+    interactivity, its highest-throughput point (which gives every user at least x); None beyond its highest."""
+    if not frontier or x > frontier[-1].x:
         return None
-    if len(frontier) == 1:
+    if x <= frontier[0].x or len(frontier) == 1:
         p = frontier[0]
         return Value(p.y, p.y_ci)
     for a, b in zip(frontier, frontier[1:], strict=False):
@@ -161,16 +164,15 @@ def value_gap(v: Value | None, base: Value | None) -> Gap:
 
 
 def default_levels(frontiers: list[tuple[Point, ...]]) -> list[float]:
-    """Where every curve of a series is defined: its lower end, geometric middle and upper end (one level when
-    the common range is a point; none when the curves do not overlap)."""
+    """Where the curves of a series are all measured: the lower end, geometric middle and upper end of the range
+    their frontiers share; where they do not overlap, the highest interactivity every curve reaches."""
     fs = [f for f in frontiers if f]
     if len(fs) < 2:
         return []
-    lo, hi = max(f[0].x for f in fs), min(f[-1].x for f in fs)
-    if lo > hi:
-        return []
+    hi = min(f[-1].x for f in fs)
+    lo = min(max(f[0].x for f in fs), hi)
     if hi <= lo * 1.0001:
-        return [lo]
+        return [hi]
     return [lo, math.sqrt(lo * hi), hi]
 
 

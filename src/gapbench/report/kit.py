@@ -379,6 +379,6 @@ def frontier_lines(comp) -> list[str]:
         lines.append("Published curve points are as reported, not measured by gapbench; between them the curve is "
                      "interpolated like a measured one.")
     if f.gaps:
-        lines.append("Between frontier points the curve is linear; it is not extended beyond its ends "
-                     "(\"not reached\").")
+        lines.append("Between frontier points the curve is linear; below its lowest interactivity a curve gives its "
+                     "highest throughput, beyond its highest it is not extended (\"not reached\").")
     return lines
