@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
+import subprocess
 
 import pytest
 
@@ -137,3 +139,25 @@ def test_a_published_curve_is_drawn_and_compared_at_its_interactivity():
                    for p in comp.platforms if p.reference for m in p.result_set.measurements)
     html = render(None, format="html", comparison=comp)
     assert 'stroke-dasharray="5 4"' in html  # the published curve, dashed
+
+
+def _chromium():
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_chromium() is None, reason="chromium is not installed (Debian: apt-get install -y chromium)")
+def test_the_curves_render_in_headless_chromium_with_labels_escaped(tmp_path):
+    evil = "<script>alert(1)</script>"
+    comp = compare_mod.compare([infer_set(evil, SLOW), infer_set("fast", FAST)], interactivity=[45.0])
+    page = tmp_path / "report.html"
+    page.write_text(render(None, format="html", comparison=comp), encoding="utf-8")
+    p = subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                        "--disable-extensions", f"--user-data-dir={tmp_path / 'profile'}", "--enable-logging=stderr",
+                        "--v=0", "--virtual-time-budget=2000", "--dump-dom", page.as_uri()],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert [ln for ln in p.stderr.splitlines() if ":CONSOLE" in ln or "Uncaught" in ln] == []
+    dom = p.stdout
+    assert dom.count("<polyline") == 2 and "Throughput and interactivity" in dom
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom and "<script>" not in dom
