@@ -6,12 +6,14 @@ interleaved rounds so that drift in the machine's load hits both alike.
 
 The plain loop is what a user writes with transformers: a StaticCache, a prefill that keeps the last logits, then
 one decode step per token, each token copied to the host, greedy. Prints one line per round, the medians of each
-side and their ratio (harness / plain), and the median of the per-round ratios.
+side and their ratio (harness / plain), and the median of the per-round ratios (the figure least moved by other
+load on the machine: both sides of a round run back to back), with the load average before and after.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 
@@ -87,6 +89,7 @@ def main() -> None:
     prompts = gen.random_prompts(args.batch, args.input_len, PRESETS["tiny"].config["vocab_size"]).to(
         device.torch_device)
     ours, plain = [], []
+    print("load average at the start (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in os.getloadavg()), flush=True)
     for r in range(args.rounds):
         if r % 2 == 0:  # alternate which side goes first, so a trend in machine load hits both alike
             h = harness(device, args.batch, args.input_len, args.output_len, args.seconds, dtype)
@@ -97,6 +100,7 @@ def main() -> None:
         ours.append(h)
         plain.append(q)
         print(f"round {r + 1}: harness {h:9.1f} tokens/s   plain loop {q:9.1f} tokens/s   ratio {h / q:.3f}", flush=True)
+    print("load average at the end (1, 5, 15 min): " + ", ".join(f"{x:.2f}" for x in os.getloadavg()))
     mh, mp = statistics.median(ours), statistics.median(plain)
     print(f"llm-infer:tiny batch {args.batch}, {args.input_len} in / {args.output_len} out on {device} ({dtype}, "
           f"{torch.get_num_threads()} threads): harness median {mh:.1f} output tokens/s, plain loop median "
