@@ -37,8 +37,9 @@ def usable_memory(device) -> float:
 
 
 def batch_bytes(cfg: dict, batch: int, input_len: int, output_len: int, dtype: str) -> float:
+    # fp8 quantises each linear layer's input from a float32 copy: its activations are 4 bytes wide
     return gen.memory_estimate(cfg, batch, input_len, output_len, gen.model_bytes(cfg, dtype),
-                               act_bytes=4 if dtype == "fp32" else 2, kv_bytes=4 if dtype == "fp32" else 2)
+                               act_bytes=4 if dtype in ("fp32", "fp8") else 2, kv_bytes=4 if dtype == "fp32" else 2)
 
 
 def compute_dtype(dtype: str) -> str:
