@@ -1,7 +1,7 @@
 """Named suites as data: which workload presets a suite runs, per device class.
 
 A suite entry is "workload:preset", or a dict {"cpu": "workload:preset", "accelerator": "workload:preset"}
-when the sensible size depends on the device class. Entries whose workload is not installed are skipped
+when the sensible size depends on the device class (a class left out of the dict runs nothing for that entry). Entries whose workload is not installed are skipped
 with a note (for example the model workloads without `gapbench[models]` still run and report `unsupported`).
 """
 
@@ -37,6 +37,14 @@ SUITES: dict[str, dict] = {
             "membw:standard",
         ],
     },
+    "inference": {
+        "description": "LLM inference along the throughput-interactivity curve: TTFT, TPOT, ITL, tokens/s per batch "
+                       "size (static batching); the tiny model on a CPU, Llama-2-7B and Llama-3-8B on accelerators",
+        "entries": [
+            {"cpu": "llm-infer:tiny", "accelerator": "llm-infer:llama3-8b"},
+            {"accelerator": "llm-infer:llama2-7b"},
+        ],
+    },
     "collectives": {
         "description": "all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send/recv over a size sweep",
         "entries": [{"cpu": "collective:tiny", "accelerator": "collective:standard"}],
@@ -59,7 +67,9 @@ def entries(suite: str, device_type: str) -> list[tuple[str, str | None]]:
     cls = "cpu" if device_type == "cpu" else "accelerator"
     out = []
     for e in SUITES[suite]["entries"]:
-        spec = e[cls] if isinstance(e, dict) else e
+        spec = e.get(cls) if isinstance(e, dict) else e
+        if not spec:
+            continue
         name, _, preset = spec.partition(":")
         out.append((name, preset or None))
     return out

@@ -24,6 +24,9 @@ def add_arguments(p) -> None:
                    help="add published reference results as a platform (see `gapbench specs --refs`)")
     p.add_argument("--format", choices=("terminal", "md", "csv", "json"), default="terminal")
     p.add_argument("--json", action="store_true", help="same as --format json")
+    p.add_argument("--interactivity", action="append", type=float, default=[], metavar="TOKENS_PER_S",
+                   help="compare inference curves at this many tokens/s per user (repeatable; default: where "
+                   "all curves reach)")
     p.add_argument("--price", action="append", default=[], metavar="NAME=USD_PER_HOUR",
                    help="price per device-hour for throughput per dollar (NAME: label, platform name or file stem)")
 
@@ -31,7 +34,7 @@ def add_arguments(p) -> None:
 def main(args) -> int:
     inputs, labels = platform_inputs(args.files, args.label)
     comp = compare(inputs, baseline=args.baseline, labels=labels, refs=args.ref, prices=parse_prices(args.price),
-                   allow_flagged=args.allow_flagged)
+                   allow_flagged=args.allow_flagged, interactivity=args.interactivity or None)
     fmt = "json" if args.json else args.format
     if fmt == "terminal":
         for w in comp.warnings:

@@ -47,7 +47,7 @@ def main(args) -> int:
     s.add_column("runs")
     s.add_column("description")
     for r in suite_rows:
-        entries = ", ".join(e if isinstance(e, str) else f"{e['cpu']} (cpu) / {e['accelerator']}" for e in r["entries"])
+        entries = ", ".join(e if isinstance(e, str) else f"{e.get('cpu') or 'nothing'} (cpu) / {e.get('accelerator') or 'nothing'}" for e in r["entries"])
         s.add_row(r["name"], entries, r["description"])
     out.print(s)
     out.print("* default preset. Run one with: gapbench run --workload NAME:PRESET")

@@ -22,6 +22,9 @@ def add_arguments(p) -> None:
     p.add_argument("--baseline", metavar="FILE|NAME")
     add_label_argument(p)
     p.add_argument("--ref", action="append", default=[], metavar="NAME")
+    p.add_argument("--interactivity", action="append", type=float, default=[], metavar="TOKENS_PER_S",
+                   help="compare inference curves at this many tokens/s per user (repeatable; default: where "
+                   "all curves reach)")
     p.add_argument("--price", action="append", default=[], metavar="NAME=USD_PER_HOUR")
     p.add_argument("--title", default="gapbench report")
 
@@ -30,7 +33,7 @@ def main(args) -> int:
     fmt = args.format or {".md": "md", ".csv": "csv", ".json": "json"}.get(Path(args.output).suffix.lower(), "html")
     inputs, labels = platform_inputs(args.files, args.label)
     comp = compare(inputs, baseline=args.baseline, labels=labels, refs=args.ref, prices=parse_prices(args.price),
-                   allow_flagged=args.allow_flagged)
+                   allow_flagged=args.allow_flagged, interactivity=args.interactivity or None)
     for w in comp.warnings:
         print(f"gapbench: warning: {w}", file=sys.stderr)
     text = render(None, format=fmt, comparison=comp, title=args.title)

@@ -45,9 +45,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dtype", help="precision override: fp32, tf32, bf16, fp16, fp8, int8 (comma list for gemm)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model workloads")
     p.add_argument("--attention", help="attention backend for model workloads: sdpa, eager, flash, efficient, math")
-    p.add_argument("--batch-size", help="batch size for model workloads: a number or 'auto'")
+    p.add_argument("--batch-size", help="batch size for model workloads: a number or 'auto' (llm-infer: also a "
+                   "comma list; default there: the sweep 1, 2, 4, … up to memory)")
     p.add_argument("--steps", type=int, help="denoising steps for diffusion workloads")
     p.add_argument("--flush-cache", action="store_true", help="flush the last-level cache before each GEMM call")
+    _inference_arguments(p)
     p.add_argument("--nproc", type=int, metavar="N",
                    help="start N ranks on this host through torch's elastic launcher (one per device; on the CPU, "
                         "N processes); under torchrun, leave it out: gapbench joins the job (docs/distributed.md)")
@@ -60,6 +62,41 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--no-history", action="store_true", help="do not record the run in the history database")
     p.add_argument("--json", action="store_true", help="print the results file to stdout instead of a table")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+
+
+def _inference_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("LLM inference (llm-infer; docs/inference.md)")
+    g.add_argument("--engine", choices=("transformers", "vllm"),
+                   help="transformers static batching (default) or vLLM's offline engine")
+    g.add_argument("--server", metavar="URL", help="measure a running OpenAI-compatible server (vLLM, SGLang, TGI, "
+                   "TensorRT-LLM, llama.cpp) from the client side, concurrency swept")
+    g.add_argument("--served-model", metavar="NAME", help="with --server: the model to request (default: the first "
+                   "in /v1/models)")
+    g.add_argument("--server-devices", type=int, metavar="N", help="with --server: devices the server uses; "
+                   "per-device rows divide by N (default 1)")
+    g.add_argument("--engine-args", metavar="TEXT", help="vLLM: KEY=VALUE,... passed to vllm.LLM; --server: the "
+                   "server's launch arguments, recorded in the results")
+    g.add_argument("--lengths", metavar="IN:OUT[,IN:OUT]", help="input/output token lengths (default per preset; "
+                   "InferenceMAX's are 1024:1024,1024:8192,8192:1024)")
+    g.add_argument("--input-len", type=int, metavar="N", help="input tokens per request (with --output-len)")
+    g.add_argument("--output-len", type=int, metavar="N", help="output tokens per request (with --input-len)")
+    g.add_argument("--concurrency", metavar="N[,N]", help="with --server: requests in flight per point "
+                   "(default 4,8,16,32,64)")
+    g.add_argument("--request-rate", metavar="R", help="with --server: Poisson arrivals at R requests/s "
+                   "(default: all at once)")
+    g.add_argument("--num-prompts", type=int, metavar="N", help="with --server: prompts per round (default 10 × "
+                   "concurrency)")
+    g.add_argument("--length-range", type=float, metavar="R", help="with --server: lengths uniform in "
+                   "[L·(1−R), L·(1+R)] (default 0)")
+    g.add_argument("--slo-ttft-ms", type=float, metavar="MS", help="TTFT limit for SLO attainment and goodput "
+                   "(MLPerf Llama-2-70B Server: 2000; interactive: 450)")
+    g.add_argument("--slo-tpot-ms", type=float, metavar="MS", help="TPOT limit (MLPerf Llama-2-70B Server: 200; "
+                   "interactive: 40)")
+
+
+INFERENCE_OPTIONS = ("engine", "server", "served_model", "server_devices", "engine_args", "lengths", "input_len",
+                     "output_len", "concurrency", "request_rate", "num_prompts", "length_range", "slo_ttft_ms",
+                     "slo_tpot_ms")
 
 
 class _ProgressReporter:
@@ -103,21 +140,28 @@ def _options(args) -> dict:
     if args.attention:
         opts["attention"] = args.attention
     if args.batch_size:
-        if args.batch_size != "auto":
-            try:
-                int(args.batch_size)
-            except ValueError:
-                raise GapbenchError(f"--batch-size must be a number or 'auto', not {args.batch_size!r}") from None
-        opts["batch_size"] = args.batch_size if args.batch_size == "auto" else int(args.batch_size)
+        opts["batch_size"] = _batch_size(args.batch_size)
     if args.steps:
         opts["steps"] = args.steps
     if args.flush_cache:
         opts["flush_cache"] = True
+    opts.update({k: getattr(args, k) for k in INFERENCE_OPTIONS if getattr(args, k, None) not in (None, "")})
     if args.parallel:
         opts["parallel"] = args.parallel
         if args.no_baseline:
             opts["scaling_baseline"] = False
     return opts
+
+
+def _batch_size(text: str):
+    """'auto', a number, or a comma list of numbers (llm-infer's batch sizes)."""
+    if text == "auto":
+        return text
+    try:
+        sizes = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise GapbenchError(f"--batch-size must be a number, a comma list of numbers or 'auto', not {text!r}") from None
+    return sizes[0] if len(sizes) == 1 else sizes
 
 
 def _check(args) -> None:

@@ -60,8 +60,9 @@ def main(args) -> int:
         for c in ("--ref", "workload", "variant", "value", "unit", "date", "note"):
             r.add_column(c)
         for x in refs:
-            r.add_row(*[Text(str(c)) for c in (x.platform, x.workload, json.dumps(x.variant), fmt_num(x.value), x.unit,
-                                               x.date, x.note)])
+            r.add_row(*[Text(str(c)) for c in (x.platform, x.workload, json.dumps(x.variant), fmt_num(x.value),
+                                               x.unit + (f" at {fmt_num(x.interactivity)} tokens/s/user"
+                                                         if x.interactivity else ""), x.date, x.note)])
         out.print(r)
         g = Table(title="published gaps (as reported, not measured by gapbench)", title_justify="left")
         for c in ("platform", "baseline", "row", "gap", "source"):

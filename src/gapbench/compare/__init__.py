@@ -15,6 +15,7 @@ import sys
 import types
 
 from gapbench import specs as specs_mod
+from gapbench.compare.frontier import frontiers_side
 from gapbench.compare.gaps import RUN_TO_RUN_SPREAD, Gap, gap_pct, intervals_overlap, judge
 from gapbench.compare.model import (
     Cell,
@@ -305,7 +306,8 @@ def _rows(platforms: list[Platform], base_i: int, order, by_set, history: bool =
 
 
 def compare(result_sets, baseline=None, labels: list[str] | None = None, refs: list[str] | None = None,
-            prices: dict[str, float] | None = None, allow_flagged: bool = False, history: bool = True) -> Comparison:
+            prices: dict[str, float] | None = None, allow_flagged: bool = False, history: bool = True,
+            interactivity: list[float] | None = None) -> Comparison:
     """Line up result sets into a gap table against a baseline.
 
     result_sets: ResultSet objects or paths, one platform each — or a list of them for one platform measured in
@@ -315,6 +317,7 @@ def compare(result_sets, baseline=None, labels: list[str] | None = None, refs: l
     (specs/references.toml). prices: {name: USD per hour} (name = label, platform name, file stem or spec key).
     allow_flagged: give verdicts on rows the host watch flagged. history: use the history database's measured
     run-to-run spread for single runs.
+    interactivity: tokens/s per user at which inference curves are compared (default: where they all reach).
     """
     sets = _platform_sets(list(result_sets), by_run_label=not labels)
     if not sets and not refs:
@@ -343,6 +346,7 @@ def compare(result_sets, baseline=None, labels: list[str] | None = None, refs: l
     comp.coverage = coverage_side(platforms)
     comp.frameworks = frameworks_side(platforms)
     comp.datasheet_figures = _datasheet_figures(platforms)
+    comp.frontiers = frontiers_side(platforms, base_i, interactivity)
     return comp
 
 

@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass, field
 
 from gapbench import specs as specs_mod
+from gapbench.compare.frontier import Frontiers
 from gapbench.compare.gaps import Gap
 from gapbench.results import Measurement, ResultSet
 
@@ -104,6 +105,7 @@ class Comparison:
     coverage: dict | None = None  # {"families": [...], "summaries": [per platform: {"all": {...}, family: {...}} | None]}
     frameworks: dict | None = None  # {"names": [...], "rows": [per platform: [framework dicts] | None]}
     datasheet_figures: list = field(default_factory=list)  # published "measured" figures equal to a datasheet peak
+    frontiers: Frontiers | None = None  # throughput-interactivity curves and gaps at equal interactivity
 
     @property
     def base(self) -> Platform:
@@ -141,6 +143,7 @@ class Comparison:
                 for r in self.rows
             ],
             "warnings": self.warnings,
+            "frontiers": self.frontiers.to_dict(names) if self.frontiers is not None else None,
         }
 
 

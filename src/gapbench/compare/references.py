@@ -73,7 +73,7 @@ def reference_result_set(name: str, like: list[ResultSet] | None = None) -> Resu
     refs = specs_mod.load_references()
     ms: list[Measurement] = []
     for ref in refs:
-        if ref.name != name:
+        if ref.name != name or ref.interactivity is not None:  # a curve's point: compare.frontier's
             continue
         meta = {"reference": True, "source": ref.source, "date": ref.date, "note": ref.note,
                 "reference_variant": ref.variant}

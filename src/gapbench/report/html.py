@@ -9,8 +9,15 @@ from html import escape
 
 from gapbench import __version__
 from gapbench.compare import Comparison
-from gapbench.report import svg, tables
-from gapbench.report.kit import coverage_table, frameworks_table, html_table, takeaway_lines
+from gapbench.report import curves, svg, tables
+from gapbench.report.kit import (
+    coverage_table,
+    frameworks_table,
+    frontier_lines,
+    frontier_table,
+    html_table,
+    takeaway_lines,
+)
 from gapbench.results import now_iso
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:; base-uri 'none'; form-action 'none'"
@@ -56,6 +63,7 @@ def render_html(comp: Comparison, title: str = "gapbench report") -> str:
     if len(comp.platforms) > 1:
         parts.append("<h2>Gaps</h2>")
         parts.append(svg.gap_bars(comp))
+    parts += _curves(comp)
     parts += _rooflines(comp)
     parts += _efficiency(comp)
     for title_, t in (("Operator coverage", coverage_table(comp)), ("Frameworks", frameworks_table(comp))):
@@ -70,6 +78,20 @@ def render_html(comp: Comparison, title: str = "gapbench report") -> str:
     parts.append('<p class="muted">Fields that differ between the inputs come first, in bold.</p>')
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+def _curves(comp: Comparison) -> list[str]:
+    plots = curves.curve_plots(comp)
+    if not plots:
+        return []
+    out = ["<h2>Throughput and interactivity</h2>",
+           '<div class="plots">' + "".join(f"<figure>{s}<figcaption>{escape(cap)}</figcaption></figure>"
+                                           for cap, s in plots) + "</div>"]
+    t = frontier_table(comp)
+    if t is not None:
+        out.append(html_table(t))
+    out.append("<ul>" + "".join(f"<li>{escape(line)}</li>" for line in frontier_lines(comp)) + "</ul>")
+    return out
 
 
 def _rooflines(comp: Comparison) -> list[str]:

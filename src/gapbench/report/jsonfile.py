@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from gapbench.compare import Comparison
-from gapbench.report.kit import coverage_table, frameworks_table, gap_text, takeaway_lines
+from gapbench.report.kit import coverage_table, frameworks_table, frontier_lines, gap_text, takeaway_lines
 
 
 def comparison_document(comp: Comparison) -> dict:
@@ -16,6 +16,11 @@ def comparison_document(comp: Comparison) -> dict:
         for i, g in r.gaps.items():
             row["gaps"][names[i]]["text"] = gap_text(g, interval=True)
     d["takeaway"] = takeaway_lines(comp)
+    if d.get("frontiers") is not None:
+        d["frontiers"]["takeaway"] = frontier_lines(comp)
+        for g, row in zip(comp.frontiers.gaps, d["frontiers"]["gaps"], strict=True):
+            for i, gap in g.gaps.items():
+                row["gaps"][names[i]]["text"] = gap_text(gap)
     for key, t in (("coverage", coverage_table(comp)), ("frameworks", frameworks_table(comp))):
         d[key] = {"columns": t.headers, "rows": t.rows} if t is not None else None
     return d

@@ -349,3 +349,93 @@ def rich_table(t: Table):
     for i, row in enumerate(t.rows):
         rt.add_row(*[Text(str(c), style=RICH_STYLES.get(t.style(i, j), "")) for j, c in enumerate(row)])
     return rt
+
+
+# ---- throughput-interactivity curves (compare.frontier) ------------------------------------------------
+
+Y_TITLES = {"output_tokens_per_s": "output tokens/s per device", "total_tokens_per_s": "total tokens/s per device"}
+X_TITLE = "tokens/s per user"
+
+
+def series_text(workload: str, series: dict) -> str:
+    vt = variant_text(series)
+    return f"{workload} {vt}" if vt else workload
+
+
+def series_title(workload: str, series: dict) -> str:
+    """A short name of an inference series for a plot's title: model, engine, dtype, lengths, batching."""
+    parts = [workload, str(series.get("model", "")), str(series.get("engine", "")), str(series.get("dtype", ""))]
+    if "input_len" in series and "output_len" in series:
+        parts.append(f"{series['input_len']}→{series['output_len']} tokens")
+    if series.get("batching") == "static":
+        parts.append("static batching")
+    if series.get("compile"):
+        parts.append("compiled")
+    return " ".join(p for p in parts if p)
+
+
+def level_text(level: float | None) -> str:
+    return "highest throughput" if level is None else f"{fmt_num(level, 3)} {X_TITLE}"
+
+
+def value_text(v) -> str:
+    """A frontier value: 'y [lo, hi]', 'y' without an interval, or 'not reached' outside the curve."""
+    if v is None:
+        return "not reached"
+    return fmt_num(v.y) + (f" {interval_text(v.ci)}" if v.ci else "")
+
+
+def frontier_table(comp) -> Table | None:
+    """The gap at equal interactivity: one row per series, y metric and level; a value column per platform that
+    has the curve, a gap column per non-baseline platform."""
+    f = comp.frontiers
+    if f is None or not f.gaps:
+        return None
+    shown = sorted({i for g in f.gaps for i in g.values})
+    others = [i for i in shown if i != comp.baseline]
+    headers = ["series", "y", "at"] + [comp.platforms[i].name + (" (baseline)" if i == comp.baseline else "")
+                                       for i in shown] + [f"gap {comp.platforms[i].name}" for i in others]
+    rows, styles = [], []
+    for g in f.gaps:
+        row = [series_text(g.workload, g.series), Y_TITLES.get(g.y_metric, g.y_metric), level_text(g.level)]
+        style = ["", "", ""]
+        for i in shown:
+            row.append(value_text(g.values.get(i)) if i in g.values else "no curve")
+            style.append("" if g.values.get(i) is not None else STYLE_STATUS)
+        for i in others:
+            gap = g.gaps.get(i)
+            row.append(gap_text(gap) if gap is not None else "no curve")
+            style.append(gap_style(gap) if gap is not None else STYLE_STATUS)
+        rows.append(row)
+        styles.append(style)
+    return Table(headers, rows, text_columns=3, styles=styles,
+                 title=f"throughput per device at equal interactivity, against {comp.base.name} (> 0: better)")
+
+
+def frontier_lines(comp) -> list[str]:
+    """The answer in words: at each interactivity, who gives how many tokens/s per device, and the gap."""
+    f = comp.frontiers
+    if f is None:
+        return []
+    lines = []
+    for g in f.gaps:
+        base = g.values.get(comp.baseline)
+        if g.level is None or base is None:
+            continue
+        for i, gap in g.gaps.items():
+            v = g.values.get(i)
+            if v is None or gap.pct is None:
+                continue
+            lines.append(f"{series_text(g.workload, g.series)}: at {fmt_num(g.level, 3)} {X_TITLE}, "
+                         f"{comp.platforms[i].name} gives {value_text(v)} {Y_TITLES.get(g.y_metric, g.y_metric)} "
+                         f"against {value_text(base)} on {comp.base.name}: {gap_text(gap)}.")
+    if any(c.series.get("batching") == "static" for c in f.curves):
+        lines.append("Static batching (llm-infer's transformers engine): every request of a batch starts and ends "
+                     "together; it is not a serving engine's continuous batching.")
+    if any(c.reference for c in f.curves):
+        lines.append("Published curve points are as reported, not measured by gapbench; between them the curve is "
+                     "interpolated like a measured one.")
+    if f.gaps:
+        lines.append("Between frontier points the curve is linear; below its lowest interactivity a curve gives its "
+                     "highest throughput, beyond its highest it is not extended (\"not reached\").")
+    return lines

@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from gapbench.compare import Comparison
 from gapbench.report import tables
-from gapbench.report.kit import coverage_table, frameworks_table, md_cell, md_table, takeaway_lines
+from gapbench.report.kit import (
+    coverage_table,
+    frameworks_table,
+    frontier_lines,
+    frontier_table,
+    md_cell,
+    md_table,
+    takeaway_lines,
+)
 
 
 def render_markdown(comp: Comparison) -> str:
@@ -15,6 +23,10 @@ def render_markdown(comp: Comparison) -> str:
     lines += md_table(tables.gap_table(comp))
     lines += ["", "Values: median [95% CI].", ""]
     lines += [f"- {md_cell(t)}" for t in takeaway_lines(comp)]
+    ft = frontier_table(comp)
+    if ft is not None:
+        lines += ["", f"#### {md_cell(ft.title)}", ""] + md_table(ft) + [""]
+        lines += [f"- {md_cell(t)}" for t in frontier_lines(comp)]
     note = tables.efficiency_note(comp)
     if note:
         lines += ["", md_cell(note)]

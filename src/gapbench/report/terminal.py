@@ -9,7 +9,14 @@ from rich.text import Text
 
 from gapbench.compare import Comparison
 from gapbench.report import tables
-from gapbench.report.kit import coverage_table, frameworks_table, rich_table, takeaway_lines
+from gapbench.report.kit import (
+    coverage_table,
+    frameworks_table,
+    frontier_lines,
+    frontier_table,
+    rich_table,
+    takeaway_lines,
+)
 
 
 def terminal_renderables(comp: Comparison) -> list:
@@ -23,6 +30,10 @@ def terminal_renderables(comp: Comparison) -> list:
     out.append(Text(legend, style="dim"))
     out.append(rich_table(gt))
     out += [Text(line) for line in takeaway_lines(comp)]
+    ft = frontier_table(comp)
+    if ft is not None:
+        out.append(rich_table(ft))
+    out += [Text(line) for line in frontier_lines(comp)]
     note = tables.efficiency_note(comp)
     if note:
         out.append(Text(note, style="dim"))

@@ -323,6 +323,7 @@ class Reference:
     source: str
     date: str
     note: str = ""
+    interactivity: float | None = None  # tokens/s per user: a point of a throughput-interactivity curve
     collection: str = ""  # a published table of its own (compare --ref PLATFORM@COLLECTION); "" for the default
 
     @property
@@ -358,7 +359,8 @@ def load_references() -> list[Reference]:
             out.append(Reference(platform=r["platform"], workload=r["workload"], variant=dict(r.get("variant", {})),
                                  value=float(r["value"]), unit=r["unit"],
                                  higher_is_better=bool(r.get("higher_is_better", True)), source=r["source"],
-                                 date=str(r["date"]), note=r.get("note", ""), collection=str(r.get("collection", ""))))
+                                 date=str(r["date"]), note=r.get("note", ""), collection=str(r.get("collection", "")),
+                                 interactivity=float(r["interactivity"]) if "interactivity" in r else None))
         except (KeyError, TypeError, ValueError) as e:
             raise GapbenchError(f"references.toml: reference[{i}]: bad or missing field ({e})") from None
     return out

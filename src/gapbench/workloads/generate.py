@@ -1,0 +1,283 @@
+"""Greedy generation with a static KV cache on a transformers Llama model with random weights, token by token
+with a timestamp per token, and the checks that it generated what the model says.
+
+- The model is built on the meta device and materialised one decoder layer at a time on the target device (random
+  normal weights, the initializer_range transformers uses), so that a 70B model in fp8 never exists in bf16 at once.
+- fp8 weights are real W8A8: each decoder Linear keeps its weight in the device's e4m3 encoding with a per-tensor
+  scale; activations are quantised per tensor on the fly; the product is torch._scaled_mm with bf16 output (the
+  scheme of vLLM's dynamic fp8). The LM head stays in bf16, as the engines keep it.
+- Generation: a prefill of the prompt (only the last position's logits are computed), then output_len - 1 decode
+  steps of one token each into a StaticCache; every token is copied to the host as it is produced, as a server
+  streams it, and timed there. No EOS: the output length is fixed. `compile=True` compiles the decode step. The
+  prefill's logits must be finite, and each decode step's best logit (a NaN anywhere propagates into the maximum):
+  kept on the device and checked once after the last token, so the check adds no work to a step.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import time
+from dataclasses import dataclass
+
+import torch
+
+from gapbench.workloads import training as tr
+
+# a token passes the reference check when its logit in the reference pass is within this many standard
+# deviations of the row's logits of the best logit there: ties and near-ties rounding may order either way
+ARGMAX_TOLERANCE = {"fp32": 1e-3, "fp16": 0.05, "bf16": 0.1, "fp8": 0.5}
+FP8_CHECK_TOLERANCE = 1.6e-2  # fp8 product vs float64 of the same rounded operands, relative to sum |a||b| (gemm's)
+
+
+# ---- the model --------------------------------------------------------------------------------------------
+
+class Fp8Linear(torch.nn.Module):
+    """A bias-free Linear in W8A8 fp8: e4m3 weight and per-tensor scale, dynamic per-tensor activation scale."""
+
+    def __init__(self, weight: torch.Tensor, fp8_dtype: torch.dtype, out_dtype: torch.dtype = torch.bfloat16):
+        super().__init__()
+        self.fp8_dtype, self.out_dtype = fp8_dtype, out_dtype
+        self.fp8_max = float(torch.finfo(fp8_dtype).max)
+        w = weight.detach().float()
+        scale = (w.abs().amax() / self.fp8_max).clamp(min=1e-12)
+        # (out, in) row-major; its transpose is the column-major (in, out) operand _scaled_mm wants
+        self.register_buffer("weight_fp8", (w / scale).to(fp8_dtype).contiguous())
+        self.register_buffer("weight_scale", scale.reshape(()).to(torch.float32))
+        self.in_features, self.out_features = weight.shape[1], weight.shape[0]
+
+    def quantize_input(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        x2 = x.reshape(-1, self.in_features).float()
+        scale = (x2.abs().amax() / self.fp8_max).clamp(min=1e-12)
+        return (x2 / scale).to(self.fp8_dtype), scale.reshape(()).to(torch.float32)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xq, sx = self.quantize_input(x)
+        out = torch._scaled_mm(xq, self.weight_fp8.t(), scale_a=sx, scale_b=self.weight_scale,
+                               out_dtype=self.out_dtype)
+        return out.reshape(*x.shape[:-1], self.out_features)
+
+
+def fp8_linear_error(layer: Fp8Linear, x: torch.Tensor) -> float:
+    """Worst error of layer(x) on its first rows against float64 arithmetic on the same quantised operands,
+    relative to sum |a||b| (the scale rounding errors grow with), as the gemm workload checks fp8."""
+    rows = x.reshape(-1, layer.in_features)[:8]
+    out = layer(rows).to("cpu", torch.float64)
+    xq, sx = layer.quantize_input(rows)
+    a = xq.to("cpu", torch.float64) * float(sx)
+    b = layer.weight_fp8.to("cpu", torch.float64) * float(layer.weight_scale)
+    ref = a @ b.t()
+    scale = a.abs() @ b.abs().t()
+    return float(((out - ref).abs() / scale.clamp(min=1e-30)).max())
+
+
+def build_random_llama(cfg: dict, attention: str, device: torch.device, dtype: torch.dtype,
+                       fp8_dtype: torch.dtype | None = None) -> torch.nn.Module:
+    """A LlamaForCausalLM with random weights, materialised on `device` one block at a time (decoder Linears
+    replaced by Fp8Linear as they are made when fp8_dtype is given)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(**cfg, attn_implementation=attention)
+    with torch.device("meta"):
+        model = LlamaForCausalLM(config).to(dtype)
+    std = config.initializer_range
+    rotary = model.model.rotary_emb
+    parts = [model.model.embed_tokens, *model.model.layers, model.model.norm, model.lm_head]
+    with torch.no_grad():
+        for part in parts:
+            part.to_empty(device=device)
+            for m in part.modules():
+                if isinstance(m, (torch.nn.Linear, torch.nn.Embedding)):
+                    m.weight.normal_(0.0, std)
+                elif hasattr(m, "weight") and isinstance(m.weight, torch.Tensor) and m.weight.dim() == 1:
+                    m.weight.fill_(1.0)  # RMSNorm
+            if fp8_dtype is not None and part is not model.lm_head:
+                _quantize_linears(part, fp8_dtype, dtype)
+    # the rotary frequencies are computed, not parameters: rebuild them on the device
+    model.model.rotary_emb = type(rotary)(config=model.config).to(device)
+    return model.eval()
+
+
+def _quantize_linears(module: torch.nn.Module, fp8_dtype: torch.dtype, out_dtype: torch.dtype) -> None:
+    for name, child in list(module.named_children()):
+        if isinstance(child, torch.nn.Linear) and child.bias is None:
+            setattr(module, name, Fp8Linear(child.weight, fp8_dtype, out_dtype))
+            del child
+        else:
+            _quantize_linears(child, fp8_dtype, out_dtype)
+
+
+def first_fp8_layer(model: torch.nn.Module) -> Fp8Linear | None:
+    return next((m for m in model.modules() if isinstance(m, Fp8Linear)), None)
+
+
+def weight_bytes(model: torch.nn.Module) -> int:
+    return sum(t.numel() * t.element_size() for t in list(model.parameters()) + list(model.buffers()))
+
+
+# ---- generation ------------------------------------------------------------------------------------------
+
+@dataclass
+class Generation:
+    """One batch generated: the tokens (batch × output_len, on the host) and when each column arrived."""
+
+    tokens: torch.Tensor
+    start: float
+    token_times: list[float]
+    finite: bool  # the prefill's and the last step's logits were all finite
+
+
+def _forward_names(model) -> dict[str, str | None]:
+    """What this transformers version calls the cache, the logits-to-keep and the cache-position arguments."""
+    names = set(inspect.signature(model.forward).parameters)
+    inner = set(inspect.signature(model.model.forward).parameters)
+    return {"cache": "cache" if "cache" in names else "past_key_values",
+            "keep": next((n for n in ("logits_to_keep", "num_logits_to_keep") if n in names), None),
+            "cache_position": "cache_position" if "cache_position" in names | inner else None}
+
+
+def new_static_cache(model, batch: int, max_len: int, device: torch.device, dtype: torch.dtype):
+    from transformers import StaticCache
+
+    params = set(inspect.signature(StaticCache.__init__).parameters)
+    if "max_batch_size" in params:  # transformers 4.x: allocated up front
+        return StaticCache(config=model.config, max_batch_size=batch, max_cache_len=max_len, device=device,
+                           dtype=dtype)
+    return StaticCache(config=model.config, max_cache_len=max_len)  # allocated at the first update
+
+
+class StaticGenerator:
+    """Greedy decoding of `batch` prompts of `input_len` tokens into `output_len` tokens each."""
+
+    def __init__(self, model, batch: int, input_len: int, output_len: int, device: torch.device,
+                 cache_dtype: torch.dtype, compile: bool = False):
+        self.model, self.batch, self.input_len, self.output_len = model, batch, input_len, output_len
+        self.names = _forward_names(model)
+        self.cache = new_static_cache(model, batch, input_len + output_len, device, cache_dtype)
+        self.prefill_positions = torch.arange(input_len, device=device).unsqueeze(0).expand(batch, -1)
+        self.positions = [torch.full((batch, 1), input_len + i, device=device, dtype=torch.long)
+                          for i in range(output_len - 1)]
+        self.decode = torch.compile(self._decode, dynamic=False) if compile else self._decode
+
+    def _logits(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
+        kw = {self.names["cache"]: self.cache, "use_cache": True, "position_ids": positions}
+        if self.names["keep"]:
+            kw[self.names["keep"]] = 1
+        if self.names["cache_position"]:
+            kw["cache_position"] = positions[0]
+        return self.model(input_ids=ids, **kw).logits[:, -1]
+
+    def _decode(self, token: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        best, token = self._logits(token, positions).max(-1)  # NaN propagates into the maximum
+        return token, best
+
+    def reset(self) -> None:
+        if hasattr(self.cache, "reset"):
+            with torch.inference_mode():  # the cache's tensors were made under inference mode
+                self.cache.reset()
+
+    def prefill_only(self, prompt: torch.Tensor) -> None:
+        """The prefill with the whole cache allocated: this batch's memory peak (for the batch-size search)."""
+        self.reset()
+        with torch.inference_mode():
+            self._logits(prompt, self.prefill_positions).argmax(-1).cpu()
+
+    def stream(self, prompt: torch.Tensor):
+        """Yields each generated token column (on the host, one token per sequence) as soon as it is there;
+        finally returns whether every step's logits were finite."""
+        self.reset()
+        with torch.inference_mode():
+            logits = self._logits(prompt, self.prefill_positions)
+            token = logits.argmax(-1)
+            yield token.cpu()
+            finite = torch.isfinite(logits).all()
+            best = []  # each step's best logit, kept on the device: checked once at the end, no work per step
+            for pos in self.positions:
+                token, top = self.decode(token[:, None], pos)
+                yield token.cpu()
+                best.append(top)
+            if best:
+                finite = finite & torch.isfinite(torch.stack(best)).all()
+        return bool(finite)
+
+    def __call__(self, prompt: torch.Tensor, synchronize) -> Generation:
+        synchronize()
+        start = time.perf_counter()
+        host, times = [], []
+        steps = self.stream(prompt)
+        while True:
+            try:
+                host.append(next(steps))
+            except StopIteration as done:
+                finite = done.value
+                break
+            times.append(time.perf_counter())
+        return Generation(torch.stack(host, dim=1), start, times, finite)
+
+
+def random_prompts(batch: int, input_len: int, vocab: int, seed: int = 0) -> torch.Tensor:
+    """Random token ids (no prefix shared between prompts, as the serving benchmarks' random datasets)."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, vocab, (batch, input_len), generator=g)
+
+
+# ---- the check -------------------------------------------------------------------------------------------
+
+def greedy_mismatches(model, prompt: torch.Tensor, tokens: torch.Tensor, dtype: str, rows: int = 2) -> list[str]:
+    """Each generated token checked against one uncached forward of prompt + generated tokens (teacher forcing):
+    position j's token must be the argmax of that pass's logits at j, up to ARGMAX_TOLERANCE of near-ties.
+    The first `rows` sequences are checked. Returns what is wrong, one line per sequence."""
+    bad: list[str] = []
+    n_in = prompt.shape[1]
+    tol = ARGMAX_TOLERANCE.get(dtype, 0.1)
+    with torch.inference_mode():
+        for r in range(min(rows, prompt.shape[0])):
+            gen = tokens[r].to(prompt.device)
+            ids = torch.cat([prompt[r], gen[:-1]]).unsqueeze(0)
+            logits = model(input_ids=ids, use_cache=False).logits[0, n_in - 1:].float()
+            if not bool(torch.isfinite(logits).all()):
+                bad.append(f"sequence {r}: the reference pass has non-finite logits")
+                continue
+            best = logits.max(-1).values
+            chosen = logits.gather(-1, gen.long().unsqueeze(-1)).squeeze(-1)
+            spread = logits.std(-1).clamp(min=1e-6)
+            off = ((best - chosen) > tol * spread).nonzero().flatten().tolist()
+            if off:
+                j = off[0]
+                bad.append(f"sequence {r}: token {j} is {int(gen[j])} but the uncached pass prefers "
+                           f"{int(logits[j].argmax())} ({len(off)} of {len(gen)} positions differ)")
+    return bad
+
+
+def memory_estimate(cfg: dict, batch: int, input_len: int, output_len: int, weight_bytes_: float,
+                    kv_bytes: int = 2, act_bytes: int = 2) -> float:
+    """Bytes one batch needs: weights, the static KV cache of every sequence, the prefill's activations."""
+    layers, h = cfg["num_hidden_layers"], cfg["hidden_size"]
+    kv_heads = cfg.get("num_key_value_heads") or cfg["num_attention_heads"]
+    head_dim = h // cfg["num_attention_heads"]
+    kv = 2 * layers * kv_heads * head_dim * (input_len + output_len) * kv_bytes
+    act = input_len * (4 * h + 3 * cfg["intermediate_size"]) * act_bytes + cfg["vocab_size"] * 4
+    return weight_bytes_ + batch * (kv + act)
+
+
+def model_bytes(cfg: dict, dtype: str) -> float:
+    """Weight bytes of the model in this precision (fp8: decoder Linears 1 byte, the rest bf16)."""
+    from gapbench.workloads.llm_train import llama_params
+
+    total, matmul = llama_params(cfg)
+    lm_head = cfg["vocab_size"] * cfg["hidden_size"]
+    if dtype == "fp8":
+        decoder = matmul - lm_head
+        return decoder * 1 + (total - decoder) * 2
+    return total * tr.TORCH_DTYPES[dtype].itemsize
+
+
+def decode_floor_s(weight_bytes_: float, output_len: int, bandwidth_tbs: float | None) -> float | None:
+    """A lower bound on the decode time: every step reads every weight once from memory."""
+    if not bandwidth_tbs:
+        return None
+    return weight_bytes_ * max(output_len - 1, 0) / (bandwidth_tbs * 1e12)
+
+
+def isfinite_number(x: float) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x)

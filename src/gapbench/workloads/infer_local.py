@@ -1,0 +1,276 @@
+"""llm-infer's own engine: transformers with static batching and a static KV cache (generate.StaticGenerator).
+
+One point = one batch of `batch_size` random prompts of `input_len` tokens, generating `output_len` tokens each,
+greedy, without EOS. Every request of the batch starts together and ends together: static batching, not a serving
+engine's continuous batching. The point is measured like the timing engine measures anything (measure.time_fn's
+conventions): a cold run (allocation, compilation), the correctness check, a warm run, then repeats cut to the
+budget (never fewer than its minimum); each repeat is one round of requests and gives one value per metric.
+"""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from gapbench.devices import available_host_memory
+from gapbench.measure import Budget
+from gapbench.workloads import generate as gen
+from gapbench.workloads import infer_metrics as im
+from gapbench.workloads import training as tr
+
+LOCAL_DTYPES = ("fp32", "bf16", "fp16", "fp8")
+USABLE = 0.9  # share of free memory a batch may plan for
+MAX_AUTO_BATCH = 4096
+
+
+def usable_memory(device) -> float:
+    """Bytes a batch may plan for: free device memory; where that is host memory, also what the worker's
+    address-space limit and the host's available memory leave."""
+    free = float(device.free_memory())
+    if device.backend.host_memory_is_device_memory:
+        headroom = tr.address_space_headroom()
+        if headroom is not None:
+            free = min(free, headroom)
+        free = min(free, available_host_memory())
+    return free * USABLE
+
+
+def batch_bytes(cfg: dict, batch: int, input_len: int, output_len: int, dtype: str) -> float:
+    # fp8 quantises each linear layer's input from a float32 copy: its activations are 4 bytes wide
+    return gen.memory_estimate(cfg, batch, input_len, output_len, gen.model_bytes(cfg, dtype),
+                               act_bytes=4 if dtype in ("fp32", "fp8") else 2, kv_bytes=4 if dtype == "fp32" else 2)
+
+
+def compute_dtype(dtype: str) -> str:
+    return "bf16" if dtype == "fp8" else dtype
+
+
+def precision_problem(device, dtype: str) -> str:
+    """'' when this device can run the model in `dtype`, else why not."""
+    if dtype not in LOCAL_DTYPES:
+        return f"dtype {dtype!r}: llm-infer runs {', '.join(LOCAL_DTYPES)}"
+    if dtype == "fp8":
+        why = device.matmul_unsupported("fp8")
+        if why:
+            return f"fp8 weights need an fp8 matmul (torch._scaled_mm): {why}"
+    why = device.dtype_unsupported(compute_dtype(dtype))
+    return f"{compute_dtype(dtype)}: {why}" if why else ""
+
+
+def memory_shortfall(need: float, device) -> str:
+    """'' when `need` bytes should fit, else the reason (the estimate and what the device has)."""
+    if device.backend.host_memory_is_device_memory:
+        return tr.host_memory_shortfall(need, device)
+    total = device.total_memory
+    if need > total:
+        return (f"needs about {need / 2**30:.1f} GiB (weights, static KV cache, prefill activations); the device "
+                f"has {total / 2**30:.1f} GiB")
+    return ""
+
+
+def time_floor_s(cfg: dict, batch: int, input_len: int, output_len: int, dtype: str, device) -> float | None:
+    """A lower bound on one generation: the prefill's matmuls at the dense peak plus a read of every weight per
+    decode step at the memory bandwidth (None where gapbench knows neither)."""
+    from gapbench.workloads.llm_train import llama_params
+
+    _, matmul = llama_params(cfg)
+    prefill = tr.time_at_peak_s(2.0 * matmul * batch * input_len, device, dtype)
+    bandwidth = None
+    try:
+        from gapbench.specs import peak_bandwidth_tbs
+
+        bandwidth = peak_bandwidth_tbs(device.identity())
+    except Exception:  # a spec problem must not fail a measurement
+        bandwidth = None
+    decode = gen.decode_floor_s(gen.model_bytes(cfg, dtype), output_len, bandwidth)
+    if prefill is None and decode is None:
+        return None
+    return (prefill or 0.0) + (decode or 0.0)
+
+
+def measure(w, variant, ctx, preset, opts) -> dict:
+    """Every row of one point (a dict metric -> Measurement), or the point's failure."""
+    prm = variant.params
+    missing = tr.missing_dependency("transformers")
+    if missing:
+        return w.failure(variant, ctx, "unsupported", missing)
+    why = precision_problem(ctx.device, prm["dtype"])
+    if why:
+        return w.failure(variant, ctx, "unsupported", why)
+    cfg, batch = preset.config, prm["batch_size"]
+    n_in, n_out = prm["input_len"], prm["output_len"]
+    short = memory_shortfall(batch_bytes(cfg, 1 if batch == "auto" else batch, n_in, n_out, prm["dtype"]),
+                             ctx.device)
+    if short:
+        return w.failure(variant, ctx, "oom", short)
+    budget = ctx.budget()
+    if batch != "auto":
+        floor = time_floor_s(cfg, batch, n_in, n_out, prm["dtype"], ctx.device)
+        if floor is not None and floor * (budget.min_repeats + 2) > budget.seconds:
+            return w.failure(variant, ctx, "too_slow",
+                             f"even at the device's peaks one generation takes {floor:.3g} s; measuring it needs "
+                             f"{budget.min_repeats + 2} and the budget is {budget.seconds:.0f} s",
+                             metrics={"estimated_time_per_iter_s": floor, "estimate_basis": "dense peak and memory "
+                                      "bandwidth", "estimated_value": batch * n_out / floor})
+    attn_impl, backends = tr.attention_choice({"attention": prm["attention"]})
+    try:
+        with tr.sdpa_context(backends):
+            return _measure(w, variant, ctx, preset, budget, attn_impl)
+    except RuntimeError as e:
+        if tr.is_unavailable_kernel(e):
+            return w.failure(variant, ctx, "unsupported", tr.no_kernel_reason(prm["attention"], ctx.device))
+        raise
+
+
+def _build(preset, dtype: str, attn_impl: str, device) -> torch.nn.Module:
+    torch.manual_seed(0)
+    fp8 = device.fp8_e4m3() if dtype == "fp8" else None
+    return gen.build_random_llama(preset.config, attn_impl, device.torch_device,
+                                  tr.TORCH_DTYPES[compute_dtype(dtype)], fp8)
+
+
+def _measure(w, variant, ctx, preset, budget: Budget, attn_impl: str) -> dict:
+    prm, device = variant.params, ctx.device
+    dtype = prm["dtype"]
+    memory = tr.PeakMemory(device)
+    built = time.perf_counter()
+    model = w.models.get((ctx.preset, dtype, attn_impl, str(device)), lambda: _build(preset, dtype, attn_impl, device))
+    build_s = time.perf_counter() - built
+    common = {"params": sum(p.numel() for p in model.parameters()), "weight_bytes": gen.weight_bytes(model),
+              "weights": "fp8 e4m3 W8A8, per-tensor scales (decoder linears), bf16 elsewhere" if dtype == "fp8"
+              else dtype, "kv_cache_dtype": compute_dtype(dtype), "model_build_s": build_s,
+              "engine_info": _engine_info()}
+    if dtype == "fp8":
+        err = gen.fp8_linear_error(gen.first_fp8_layer(model),
+                                   torch.randn(8, preset.config["hidden_size"], device=device.torch_device))
+        common["fp8_matmul_rel_error"] = err
+        if not err <= gen.FP8_CHECK_TOLERANCE:
+            return w.failure(variant, ctx, "wrong_result", f"fp8 linear layer error {err:.3g} relative to Σ|a||b| "
+                             f"exceeds {gen.FP8_CHECK_TOLERANCE}", metrics=common)
+    batch = prm["batch_size"]
+    if batch == "auto":
+        batch, tried = _largest_batch(model, preset, prm, device)
+        common["auto_batch_tried"] = tried
+    memory.reset()
+    return _measure_batch(w, variant, ctx, model, preset, batch, budget, memory, common)
+
+
+def _largest_batch(model, preset, prm: dict, device) -> tuple[int, list]:
+    """The largest batch whose prefill (with the whole static cache allocated) runs: the offline point."""
+    n_in, n_out = prm["input_len"], prm["output_len"]
+    cdt = tr.TORCH_DTYPES[compute_dtype(prm["dtype"])]
+    # the model is built: what is free is for the batches (the estimate per sequence, without the weights)
+    per_sequence = batch_bytes(preset.config, 1, n_in, n_out, prm["dtype"]) - gen.model_bytes(preset.config,
+                                                                                             prm["dtype"])
+    fits = 1
+    while fits * 2 <= MAX_AUTO_BATCH and (fits * 2) * per_sequence <= usable_memory(device):
+        fits *= 2
+    # where an OOM is a clean exception the search may start above the estimate; on the host it must not
+    start = fits if device.backend.host_memory_is_device_memory else min(fits * 2, MAX_AUTO_BATCH)
+
+    def try_batch(b: int) -> None:
+        g = gen.StaticGenerator(model, b, n_in, n_out, device.torch_device, cdt)
+        try:
+            g.prefill_only(_prompts(b, n_in, preset, device))
+            device.synchronize()
+        finally:
+            del g
+
+    search = tr.largest_batch(try_batch, start, device=device)
+    tr.release_memory(device)
+    return search.batch_size, [list(t) for t in search.tried]
+
+
+def _prompts(batch: int, n_in: int, preset, device) -> torch.Tensor:
+    return gen.random_prompts(batch, n_in, preset.config["vocab_size"]).to(device.torch_device)
+
+
+def _measure_batch(w, variant, ctx, model, preset, batch: int, budget: Budget, memory, common: dict) -> dict:
+    prm, device = variant.params, ctx.device
+    n_in, n_out = prm["input_len"], prm["output_len"]
+    prompts = _prompts(batch, n_in, preset, device)
+    g = gen.StaticGenerator(model, batch, n_in, n_out, device.torch_device,
+                            tr.TORCH_DTYPES[compute_dtype(prm["dtype"])], compile=prm["compile"])
+    clock = tr.Clock(budget.seconds)
+    metrics = dict(common, batch_size=batch, timer="host clock when each token reaches the host")
+    cold = g(prompts, device.synchronize)
+    metrics["first_run_s"] = cold.token_times[-1] - cold.start
+    if prm["compile"]:
+        clock = tr.Clock(budget.seconds)  # compilation is a one-off, in first_run_s, not held to the budget
+    wrong = _check(model, prompts, cold, prm["dtype"])
+    if wrong:
+        return w.failure(variant, ctx, "wrong_result", wrong, metrics=metrics)
+    warm = g(prompts, device.synchronize)
+    per_run = warm.token_times[-1] - warm.start
+    left = clock.left()
+    if per_run * budget.min_repeats > left:
+        return w.failure(variant, ctx, "too_slow", f"one generation takes {per_run:.3g} s; {budget.min_repeats} "
+                         f"repeats do not fit the {budget.seconds:.0f} s budget",
+                         metrics=dict(metrics, estimated_time_per_iter_s=per_run,
+                                      estimated_value=batch * n_out / per_run))
+    repeats = max(budget.min_repeats, min(budget.repeats, int(left / per_run)))
+    counter = device.energy_counter()
+    e0, wall0 = _read(counter), time.perf_counter()
+    runs = [g(prompts, device.synchronize) for _ in range(repeats)]
+    wall, e1 = time.perf_counter() - wall0, _read(counter)
+    for i, r in enumerate(runs):
+        if not torch.equal(r.tokens, cold.tokens):
+            wrong = _check(model, prompts, r, prm["dtype"])
+            if wrong:
+                return w.failure(variant, ctx, "wrong_result", f"timed run {i + 1}: {wrong}", metrics=metrics)
+        if not r.finite:
+            return w.failure(variant, ctx, "wrong_result", f"timed run {i + 1}: non-finite logits", metrics=metrics)
+    rounds = [[im.RequestTrace(r.start, tuple(r.token_times), n_in, n_out, f"{k}") for k in range(batch)]
+              for r in runs]
+    energy = e1 - e0 if e0 is not None and e1 is not None and e1 >= e0 else None
+    return _rows(w, variant, ctx, rounds, metrics, memory, energy, wall, counter)
+
+
+def _check(model, prompts, run: gen.Generation, dtype: str) -> str:
+    if not run.finite:
+        return "the logits of the prefill or of a decode step are not finite"
+    bad = gen.greedy_mismatches(model, prompts, run.tokens, dtype)
+    return "; ".join(bad) + " (the greedy tokens do not follow the model)" if bad else ""
+
+
+def _rows(w, variant, ctx, rounds, metrics: dict, memory, energy, wall, counter) -> dict:
+    per_round = [im.round_metrics(r, phases=True) for r in rounds]
+    stats = im.summarize(per_round)
+    all_requests = [t for r in rounds for t in r]
+    metrics.update(runs=len(rounds), peak_memory_source=memory.source)
+    gaps = [g for t in all_requests for g in t.itls]
+    detail = {"request_percentiles": im.request_percentiles(all_requests),
+              "itl_pooled_ms": {f"p{q}": im.percentile(gaps, q) * 1e3 for q in (50, 90, 99)} if gaps else None,
+              "point": {n: {"median": s.median, "ci95": list(s.ci95)} for n, s in stats.items()}}
+    power = energy / wall if energy is not None and wall > 0 else None
+    if energy is not None:
+        metrics["energy_source"] = counter.source
+    rows = w.rows(variant, ctx, stats, metrics, detail, peak_memory_bytes=memory.peak())
+    for name in ("output_tokens_per_s", "total_tokens_per_s"):  # rates per watt: the throughput rows
+        if name in rows and power:
+            rows[name] = _with_power(rows[name], power, energy / len(rounds))
+    return rows
+
+
+def _with_power(m, power: float, energy_per_round: float):
+    from dataclasses import replace
+
+    return replace(m, power_w=power, energy_j=energy_per_round)
+
+
+def _read(counter) -> float | None:
+    if counter is None:
+        return None
+    try:
+        return float(counter.read())
+    except Exception:
+        return None
+
+
+def _engine_info() -> dict:
+    import transformers
+
+    return {"name": "transformers", "version": transformers.__version__, "torch": torch.__version__,
+            "batching": "static"}
+

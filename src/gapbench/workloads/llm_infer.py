@@ -1,0 +1,328 @@
+"""LLM inference: time to first token, time per output token, inter-token latency and throughput of a
+Llama-architecture model with random weights, point by point along the throughput-interactivity curve.
+
+A point is one batch size (static batching in transformers, the default), one offline vLLM call
+(`--engine vllm`), or one concurrency against a running OpenAI-compatible server (`--server URL`), for one
+input/output length pair. Each point is measured once, over several repeats, and gives one row per metric
+(infer_metrics.METRICS): the rows of a point share the variant but for its `metric` key. The curve's frontier and
+the gap at equal interactivity are compare's (compare.frontier). Definitions: docs/inference.md.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from gapbench.results import Measurement
+from gapbench.workloads import infer_metrics as im
+from gapbench.workloads import training as tr
+from gapbench.workloads.base import Context, Variant, Workload
+from gapbench.workloads.llm_train import LLAMA2_7B, LLAMA2_70B
+
+# Llama 3 / 3.1 / 3.3 shapes: 128256-token vocabulary, 8 KV heads, rope theta 500000
+LLAMA3_8B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
+                 num_attention_heads=32, num_key_value_heads=8, max_position_embeddings=131072, rms_norm_eps=1e-5,
+                 rope_theta=500000.0)
+LLAMA3_70B = dict(LLAMA3_8B, hidden_size=8192, intermediate_size=28672, num_hidden_layers=80, num_attention_heads=64)
+# the llm-train tiny shape with an FFN width that is a multiple of 16 (fp8 matmuls need it) and room for prompts
+TINY = dict(vocab_size=512, hidden_size=128, intermediate_size=352, num_hidden_layers=2, num_attention_heads=4,
+            num_key_value_heads=2, max_position_embeddings=4096, rms_norm_eps=1e-5)
+
+# InferenceMAX's input/output lengths: chat (1k/1k), reasoning (1k/8k), summarisation (8k/1k)
+INFERENCEMAX_LENGTHS = ((1024, 1024), (1024, 8192), (8192, 1024))
+DEFAULT_CONCURRENCY = (4, 8, 16, 32, 64)  # InferenceMAX's sweep, ×2 from 4
+
+POINT_KEYS = ("batch_size", "concurrency", "request_rate")  # what varies along one curve
+FAILED = "_failed"  # the key of a point's failure among its rows
+ENGINES = ("transformers", "vllm")
+
+
+@dataclass(frozen=True)
+class InferPreset:
+    description: str
+    config: dict
+    lengths: tuple[tuple[int, int], ...]
+    max_batch: int  # the top of the batch-size sweep (1, 2, 4, … up to this, and up to memory)
+
+
+PRESETS: dict[str, InferPreset] = {
+    "tiny": InferPreset("2 layers, hidden 128, GQA 4/2 heads, vocab 512; 128 in / 32 out; batch 1…256 (seconds "
+                        "per point on a CPU)", TINY, ((128, 32),), 256),
+    "llama2-7b": InferPreset("Llama-2-7B (6.74e9 params), 1024 in / 1024 out (Llama-2's context is 4096); batch "
+                             "1…256", LLAMA2_7B, ((1024, 1024),), 256),
+    "llama2-70b": InferPreset("Llama-2-70B (69.0e9 params, GQA 64/8), 1024 in / 1024 out; batch 1…256 where it "
+                              "fits (fp8 weights: 69 GB)", LLAMA2_70B, ((1024, 1024),), 256),
+    "llama3-8b": InferPreset("Llama-3.1-8B shape (8.03e9 params, vocab 128256, GQA 32/8), InferenceMAX's 1k/1k, "
+                             "1k/8k, 8k/1k; batch 1…256", LLAMA3_8B, INFERENCEMAX_LENGTHS, 256),
+    "llama3-70b": InferPreset("Llama-3.x-70B shape (70.6e9 params), InferenceMAX's 1k/1k, 1k/8k, 8k/1k; batch "
+                              "1…256 where it fits", LLAMA3_70B, INFERENCEMAX_LENGTHS, 256),
+}
+
+
+def _ints(value, name: str) -> list[int]:
+    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
+    try:
+        out = [int(str(x).strip()) for x in items if str(x).strip()]
+    except ValueError:
+        raise ValueError(f"{name} must be integers, not {value!r}") from None
+    if not out or any(x < 1 for x in out):
+        raise ValueError(f"{name} must be positive integers, not {value!r}")
+    return out
+
+
+def _limit(value, name: str) -> float | None:
+    if value is None:
+        return None
+    v = float(value)
+    if not v > 0:
+        raise ValueError(f"{name} must be positive, not {value!r}")
+    return v
+
+
+def _first(o: dict, key: str, default):
+    return _ints(o[key], key.replace("_", " "))[0] if o.get(key) else default
+
+
+def _lengths(o: dict) -> tuple[tuple[int, int], ...] | None:
+    """The `lengths` option ("IN:OUT" pairs) or `input_len` with `output_len`; None: the preset's."""
+    if o.get("input_len") or o.get("output_len"):
+        if not (o.get("input_len") and o.get("output_len")):
+            raise ValueError("give both the input and the output length")
+        return ((_first(o, "input_len", None), _first(o, "output_len", None)),)
+    if not o.get("lengths"):
+        return None
+    pairs = o["lengths"] if isinstance(o["lengths"], (list, tuple)) else str(o["lengths"]).split(",")
+    out = tuple(tuple(_ints(str(p).replace(":", ","), "lengths (INPUT:OUTPUT)")) for p in pairs)
+    if any(len(p) != 2 for p in out):
+        raise ValueError(f"lengths must be INPUT:OUTPUT pairs, not {o['lengths']!r}")
+    return out
+
+
+@dataclass(frozen=True)
+class InferOptions:
+    """The user's inference options (gapbench run flags), checked once."""
+
+    engine: str = "transformers"  # transformers | vllm; a server URL makes it "server"
+    server: str | None = None
+    lengths: tuple[tuple[int, int], ...] | None = None
+    batch: tuple[int, ...] | str | None = None  # sizes, "auto", or None for the sweep
+    concurrency: tuple[int, ...] = DEFAULT_CONCURRENCY
+    request_rate: float | None = None  # requests/s (Poisson arrivals); None: all at once
+    num_prompts: int | None = None
+    length_range: float = 0.0
+    slo: im.Slo = field(default_factory=im.Slo)
+    engine_args: str = ""
+    served_model: str | None = None
+    server_devices: int = 1  # devices the server runs on: per-device rows divide by it
+
+    @classmethod
+    def from_options(cls, o: dict) -> InferOptions:
+        engine = o.get("engine") or "transformers"
+        if engine not in ENGINES:
+            raise ValueError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
+        b = o.get("batch_size")
+        rate = o.get("request_rate")
+        rng = float(o.get("length_range") or 0.0)
+        if not 0.0 <= rng < 1.0:
+            raise ValueError(f"length range must be in [0, 1), not {rng}")
+        return cls(engine=engine, server=o.get("server") or None, lengths=_lengths(o),
+                   batch=None if b is None else "auto" if b == "auto" else tuple(_ints(b, "batch size")),
+                   concurrency=tuple(_ints(o["concurrency"], "concurrency")) if o.get("concurrency")
+                   else DEFAULT_CONCURRENCY,
+                   request_rate=None if rate in (None, "inf") else _limit(rate, "request rate"),
+                   num_prompts=_first(o, "num_prompts", None), length_range=rng,
+                   slo=im.Slo(_limit(o.get("slo_ttft_ms"), "TTFT limit"), _limit(o.get("slo_tpot_ms"), "TPOT limit")),
+                   engine_args=str(o.get("engine_args") or ""), served_model=o.get("served_model") or None,
+                   server_devices=_first(o, "server_devices", 1))
+
+    @property
+    def kind(self) -> str:
+        return "server" if self.server else self.engine
+
+
+def metric_names(kind: str, slo: im.Slo) -> list[str]:
+    """The rows a point of this kind gives: prefill/decode phases only where they are phases (static batches,
+    offline engines); per-token gaps only where tokens are seen one by one; SLO rows only with limits."""
+    out = [n for n in im.METRICS if n not in im.SLO_METRICS]
+    if kind == "server":
+        out = [n for n in out if n not in im.PHASE_METRICS]
+    if slo.given:
+        out += list(im.SLO_METRICS)
+    return out
+
+
+def point_of(params: dict) -> tuple:
+    """The identity of the point a row belongs to (its variant without the metric)."""
+    return tuple(sorted((k, str(v)) for k, v in params.items() if k != "metric"))
+
+
+def series_params(params: dict) -> dict:
+    """A variant without what varies along a curve: the identity of the curve (compare.frontier uses the same)."""
+    return {k: v for k, v in params.items() if k not in POINT_KEYS and k != "metric"}
+
+
+class LlmInfer(Workload):
+    name = "llm-infer"
+    category = "model"
+    unit = "tokens/s"
+    unit_help = ("one row per metric of each point (docs/inference.md): output tokens/s per device, tokens/s per "
+                 "user, TTFT, TPOT, ITL p50/p90/p99, E2E, total/prefill/decode tokens/s")
+    description = ("LLM inference along the throughput-interactivity curve: TTFT, TPOT, ITL, tokens/s (transformers "
+                   "static batching, vLLM offline, or any OpenAI-compatible server)")
+    presets = {k: p.description for k, p in PRESETS.items()}
+    default_preset = "tiny"
+
+    def __init__(self):
+        self._point: tuple[tuple, dict[str, Measurement]] | None = None  # the last point measured, by metric
+        self.models = ModelCache()
+
+    def variants(self, preset: str, ctx: Context) -> list[Variant]:
+        p = _preset(preset)
+        opts = InferOptions.from_options(ctx.options)
+        lengths = opts.lengths or p.lengths
+        for i, o in lengths:
+            if i + o > p.config["max_position_embeddings"]:
+                raise ValueError(f"{preset}: {i} + {o} tokens exceed the model's context of "
+                                 f"{p.config['max_position_embeddings']}")
+        names = metric_names(opts.kind, opts.slo)
+        out = []
+        for base in _bases(preset, p, opts, ctx, lengths):
+            for point in _points(p, opts, ctx, base):
+                out += [Variant(dict(point, metric=n)) for n in names]
+        return out
+
+    def run(self, variant: Variant, ctx: Context) -> Measurement:
+        key = point_of(variant.params)
+        if self._point is None or self._point[0] != key:
+            self._point = None  # the previous point's measurements are not needed any more
+            self._point = (key, self._measure_or_fail(variant, ctx))
+        rows = self._point[1]
+        name = variant.params["metric"]
+        if name in rows:
+            return replace(rows[name], variant=variant.params)
+        failed = rows.get(FAILED)
+        d = im.METRICS[name]
+        if failed is not None:
+            return replace(failed, variant=variant.params, unit=d.unit, higher_is_better=d.higher_is_better,
+                           value=None, stats=None)
+        why = (f"{name}: vLLM's offline engine returns whole requests, so gaps between single tokens are not "
+               "observable (measure `vllm serve` with --server for them)" if name in im.ITL_METRICS and
+               variant.params["engine"] == "vllm" else f"{name} is not measured by this engine")
+        return replace(self.failed(variant, ctx, "unsupported", why), unit=d.unit, higher_is_better=d.higher_is_better)
+
+    def _measure_or_fail(self, variant: Variant, ctx: Context) -> dict[str, Measurement]:
+        """The point's rows; an exception fails the point once (`oom` when the device ran out of memory), not
+        once per row: its other rows must not build and fail it again."""
+        try:
+            return self._measure_point(variant, ctx)
+        except Exception as e:  # noqa: BLE001 - a point's failure is a finding, reported on each of its rows
+            status = "oom" if ctx.device.is_oom(e) else "error"
+            reason = f"{type(e).__name__}: {e}{_where(e)}"
+        if status == "oom":
+            self.models.drop()
+        tr.release_memory(ctx.device)  # outside the except block: only now is the failed try's memory garbage
+        return self.failure(variant, ctx, status, reason)
+
+    def _measure_point(self, variant: Variant, ctx: Context) -> dict[str, Measurement]:
+        from gapbench.workloads import infer_local, infer_server, infer_vllm
+
+        kind = variant.params["engine"]
+        measure = {"server": infer_server.measure, "vllm": infer_vllm.measure}.get(kind, infer_local.measure)
+        return measure(self, variant, ctx, _preset(ctx.preset), InferOptions.from_options(ctx.options))
+
+    def rows(self, variant: Variant, ctx: Context, stats: dict, common: dict, detail: dict | None = None,
+             **extra) -> dict[str, Measurement]:
+        """One ok Measurement per metric that has Stats; `common` metrics go on every row, `detail` (the point's
+        summary, request percentiles) on its first row only, `extra` (power, peak memory, …) on every row."""
+        out = {}
+        for name, s in stats.items():
+            d = im.METRICS[name]
+            metrics = dict(common, **(detail or {})) if not out else dict(common)
+            out[name] = Measurement(workload=self.name, preset=ctx.preset, variant=variant.params, value=s.median,
+                                    unit=d.unit, higher_is_better=d.higher_is_better, stats=s, status="ok",
+                                    metrics=metrics, **extra)
+        return out
+
+    def failure(self, variant: Variant, ctx: Context, status: str, reason: str, **extra) -> dict[str, Measurement]:
+        """A point that could not be measured: every row of it carries the status and the reason."""
+        return {FAILED: self.failed(variant, ctx, status, reason, **extra)}
+
+
+def _where(e: BaseException) -> str:
+    tb = e.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return f" at {tb.tb_frame.f_code.co_filename.rsplit('/', 1)[-1]}:{tb.tb_lineno}" if tb is not None else ""
+
+
+def _bases(preset: str, p: InferPreset, opts: InferOptions, ctx: Context, lengths) -> list[dict]:
+    """The variant keys every point of one curve shares, one dict per length pair."""
+    if opts.kind == "server":
+        engine = {"engine": "server", "batching": "server (the engine's own)", "dtype": ctx.options.get("dtype")
+                  or "as served", "devices": opts.server_devices}
+    else:
+        precision = choose_dtype(ctx)
+        engine = {"engine": opts.engine, "batching": "static" if opts.engine == "transformers" else
+                  "engine (vLLM's scheduler, all prompts at once)", "dtype": precision,
+                  "attention": ctx.options.get("attention") or "sdpa", "compile": bool(ctx.options.get("compile"))}
+        if opts.engine == "transformers":
+            tr.attention_choice(ctx.options)  # reject an unknown choice before anything runs
+    return [{"model": preset, **engine, "input_len": i, "output_len": o} for i, o in lengths]
+
+
+def choose_dtype(ctx: Context) -> str:
+    """bf16 where the device has it (fp16 otherwise, fp32 on a CPU without bf16), or the user's dtype; fp8 means
+    fp8 weights and activations in the linear layers."""
+    asked = ctx.options.get("dtype")
+    if isinstance(asked, (list, tuple)):
+        asked = ",".join(asked)
+    return asked or tr.default_dtype(ctx.device)
+
+
+def _points(p: InferPreset, opts: InferOptions, ctx: Context, base: dict) -> list[dict]:
+    if opts.kind == "server":
+        rate = "inf" if opts.request_rate is None else opts.request_rate
+        return [dict(base, concurrency=c, request_rate=rate) for c in opts.concurrency]
+    if opts.batch == "auto":
+        return [dict(base, batch_size="auto")]
+    sizes = opts.batch or batch_sweep(p, ctx, base)
+    return [dict(base, batch_size=b) for b in sizes]
+
+
+def batch_sweep(p: InferPreset, ctx: Context, base: dict) -> list[int]:
+    """1, 2, 4, … up to the preset's top and up to what memory should hold (at least batch 1, which reports
+    `oom` with the estimate when even that cannot fit)."""
+    from gapbench.workloads import infer_local
+
+    free = infer_local.usable_memory(ctx.device)
+    out, b = [], 1
+    while b <= p.max_batch:
+        if out and infer_local.batch_bytes(p.config, b, base["input_len"], base["output_len"], base["dtype"]) > free:
+            break
+        out.append(b)
+        b *= 2
+    return out
+
+
+class ModelCache:
+    """The model of the last points, kept while consecutive points share it (a 70B build is minutes)."""
+
+    def __init__(self):
+        self.key: tuple | None = None
+        self.model = None
+
+    def get(self, key: tuple, build):
+        if self.key != key:
+            self.model, self.key = None, None
+            tr.release_memory()
+            self.model = build()
+            self.key = key
+        return self.model
+
+    def drop(self) -> None:
+        self.model, self.key = None, None
+
+
+def _preset(name: str) -> InferPreset:
+    if name not in PRESETS:
+        raise ValueError(f"unknown llm-infer preset {name!r}; known: {', '.join(PRESETS)}")
+    return PRESETS[name]
