@@ -1,5 +1,5 @@
 """The `--server` path against a real local HTTP server that streams tokens from the tiny model (a subprocess
-on 127.0.0.1): the TTFT and ITL the client reports agree with the server's own timestamps within 5 ms; the
+on 127.0.0.1): the TTFT and ITL the client reports agree with the server's own timestamps within 10 ms; the
 workload's rows, Poisson arrivals, SLO attainment, and a server that is not there."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from gapbench.workloads import serve_client as sc
 from gapbench.workloads.base import Context
 
 ROOT = Path(__file__).resolve().parents[1]
-TOLERANCE_MS = 5.0
+TOLERANCE_MS = 10.0  # same machine, same monotonic clock; loopback HTTP and a busy host add a few ms
 
 
 @pytest.fixture(scope="module")
