@@ -1,7 +1,7 @@
 """An fsynced JSON-lines journal of finished work: a header line, then one line per finished item.
 
 Each line is flushed and fsynced as it is written, so a `kill -9` loses nothing finished; a line torn by
-the kill is skipped on reading (its item runs again). Suite runs journal measurements; coverage audits
+the kill (or otherwise unreadable) is skipped on reading (its item runs again). Suite runs journal measurements; coverage audits
 journal operator rows.
 """
 
@@ -12,7 +12,10 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gapbench.errors import GapbenchError
+from gapbench.errors import GapbenchError, ResultFileError
+from gapbench.results import MAX_FILE_BYTES, read_bytes
+
+MAX_JOURNAL_BYTES = 4 * MAX_FILE_BYTES  # a journal line carries more than a results file's measurement
 
 
 def journal_path(output: str | os.PathLike) -> str:
@@ -58,26 +61,26 @@ class Journal:
     def read(self, *, is_header, what: str = "journal") -> JournalContents:
         """Every readable line: the first for which is_header(obj) is true is the header, the rest entries.
 
-        A malformed line that is not the last is a file that is no journal of this kind: GapbenchError.
+        A line that is not a JSON object (torn by a kill, or damaged) is counted in `torn` and skipped: its
+        item runs again. A file that is not a regular file, or is larger than MAX_JOURNAL_BYTES, is refused.
         """
+        from pydantic_core import from_json  # strict JSON, bounded in depth: a hostile line is just unreadable
+
         try:
-            with open(self.path, encoding="utf-8", errors="replace") as f:
-                lines = f.read().splitlines()
-        except OSError as e:
-            raise GapbenchError(f"cannot read {what} {self.path}: {e.strerror or e}") from None
+            data = read_bytes(self.path, limit=MAX_JOURNAL_BYTES)
+        except ResultFileError as e:
+            raise GapbenchError(f"cannot read {what} {e}") from None
         out = JournalContents()
-        for n, line in enumerate(lines, 1):
+        for line in data.split(b"\n"):
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
-            except (json.JSONDecodeError, RecursionError):
+                obj = from_json(line, allow_inf_nan=False)
+            except ValueError:
                 obj = None
             if not isinstance(obj, dict):
-                if n == len(lines):
-                    out.torn += 1  # the line a kill cut short
-                    continue
-                raise GapbenchError(f"{self.path}: line {n} is not a {what} line (not JSON)")
+                out.torn += 1
+                continue
             if out.header is None and is_header(obj):
                 out.header = obj
             else:
