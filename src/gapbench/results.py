@@ -267,6 +267,7 @@ def read_bytes(path: str | os.PathLike, limit: int = MAX_FILE_BYTES) -> bytes:
 
 
 _NON_JSON = re.compile(rb"-?(?:NaN|Infinity)")
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
 def parse_json(data: bytes, path: str) -> Any:
@@ -284,12 +285,15 @@ def _json_problem(msg: str, data: bytes) -> str:
     where = f"line {m.group(1)}, column {m.group(2)}" if m else ""
     if "recursion limit" in msg:
         return f"arrays or objects nested more than {MAX_NESTING} deep, at {where}"
-    if m and msg.startswith("expected value"):
-        lines = data.split(b"\n")
-        row = int(m.group(1)) - 1
-        line = lines[row] if 0 <= row < len(lines) else b""
-        if _NON_JSON.match(line, max(int(m.group(2)) - 2, 0)) or _NON_JSON.match(line, max(int(m.group(2)) - 1, 0)):
-            return f"NaN and Infinity are not JSON numbers, at {where}"
+    if not m:
+        return msg[:200]
+    lines = data.split(b"\n")
+    row, col = int(m.group(1)) - 1, int(m.group(2))
+    line = lines[row] if 0 <= row < len(lines) else b""
+    if msg.startswith("expected value") and any(_NON_JSON.match(line, max(col - k, 0)) for k in (1, 2)):
+        return f"NaN and Infinity are not JSON numbers, at {where}"
+    if "surrogate" in msg or ("hex escape" in msg and _SURROGATE.search(line, max(col - 14, 0), col + 1)):
+        return f"a lone surrogate (\\ud800 to \\udfff without its pair) is no text, at {where}"
     return msg[:200]
 
 

@@ -268,6 +268,15 @@ def check_run_plan(doc: Any) -> None:
     _check(RunPlan, doc)
 
 
+def is_coverage_row(doc: Any) -> bool:
+    """Whether one row of an operator coverage audit (a journal entry) is valid."""
+    try:
+        _check(CoverageRow, doc)
+    except SchemaError:
+        return False
+    return True
+
+
 def json_schema() -> dict:
     """The results file's JSON Schema (draft 2020-12), as shipped in results.schema.json."""
     doc = ResultsFile.model_json_schema(mode="validation")
