@@ -117,8 +117,8 @@ def breaks(path, value) -> bool:
 def mutate(doc: dict, rng: random.Random) -> tuple[bytes, str, bool]:
     """(file bytes, what was done, whether it surely breaks the schema)."""
     doc = copy.deepcopy(doc)
-    kind = rng.choice(["value", "value", "value", "delete", "extra", "swap", "interval", "ok_value", "scale",
-                       "truncate", "flip", "token", "token", "surrogate_key", "empty"])
+    kind = rng.choice(["value"] * 6 + ["delete"] * 2 + ["extra", "swap", "interval", "ok_value", "truncate", "flip"]
+                      + ["token"] * 4 + ["surrogate_key", "empty"] * 2 + ["scale"])
     all_paths = [p for p, _ in paths(doc) if p]
     if kind == "value":
         path = rng.choice(all_paths)
@@ -169,7 +169,7 @@ def mutate(doc: dict, rng: random.Random) -> tuple[bytes, str, bool]:
         ms = doc.get("measurements") or []
         if not ms:
             return dump(doc), "scale (nothing)", False
-        n = rng.choice([500, 2000, 5000])
+        n = rng.choice([200, 1000, 3000])
         big = []
         for i in range(n):
             m = copy.deepcopy(ms[i % len(ms)])
@@ -192,9 +192,13 @@ def mutate(doc: dict, rng: random.Random) -> tuple[bytes, str, bool]:
         marker = "@@FUZZ@@"
         at(doc, path[:-1])[path[-1]] = marker
         tok = rng.choice(TEXT_TOKENS)
-        bad = tok in ("NaN", "Infinity", "-Infinity") or tok.startswith(('"\\ud', "[[[", '{"a":{"a"')) or \
-            tok.startswith('{"a":') or tok == "1" * 5000 or (typed(path) and tok in ("1e999", "-1e999")) or \
-            (typed(path) and breaks(path, 10**400 if tok.startswith("10") else 1.0))
+        if tok in ("NaN", "Infinity", "-Infinity", "1e999", "-1e999", "1" * 5000) or tok.startswith(
+                ('"\\ud', "[[[", '{"a":')):
+            bad = True  # not JSON, not finite, a lone surrogate, nested past the cap: refused wherever it is
+        elif tok.startswith("10"):
+            bad = typed(path)  # 10**400: an integer JSON may hold, but no typed field of gapbench's
+        else:
+            bad = False
         return dump(doc).replace(f'"{marker}"'.encode(), tok.encode(), 1), f"token {fmt(path)} = {tok[:20]}", bad
     if kind == "surrogate_key":
         target = rng.choice([p for p, v in paths(doc) if isinstance(v, dict)])
@@ -239,6 +243,9 @@ class Oracle:
             return f"not strict JSON: {str(e)[:80]}"
         if any(isinstance(v, float) and not math.isfinite(v) for _, v in paths(doc)):
             return "a number beyond a double"
+        if isinstance(doc, dict) and isinstance(doc.get("measurements"), list) and len(doc["measurements"]) > 200:
+            # a scaled file repeats its seed's measurements: the first and last hundred stand for all of them
+            doc = dict(doc, measurements=doc["measurements"][:100] + doc["measurements"][-100:])
         err = next(iter(self.validator.iter_errors(doc)), None)
         if err is not None:
             return f"schema: {list(err.absolute_path)}: {err.message[:80]}"
