@@ -141,3 +141,20 @@ def test_atomic_writes_leave_the_old_file_or_the_new_one(tmp_path):
     assert p.read_text() == "old" and os.listdir(tmp_path) == ["r.html"]
     write_text_atomic(p, "new \ud800 text")  # a lone surrogate cannot be written as UTF-8: it becomes '?'
     assert p.read_text() == "new ? text"
+
+
+def test_a_resumed_journal_is_rewritten_atomically(tmp_path):
+    from gapbench.engine.journal import Journal
+
+    j = Journal(tmp_path / "r.json.journal.jsonl")
+    j.start({"event": "header"}, [{"event": "measurement", "i": i} for i in range(3)])
+    before = (tmp_path / "r.json.journal.jsonl").read_text()
+
+    class Unprintable:
+        def __str__(self):
+            raise RuntimeError("fails half-way through the rewrite")
+
+    with pytest.raises(RuntimeError):
+        j.start({"event": "header"}, [{"event": "measurement", "i": 0}, {"event": "measurement", "x": Unprintable()}])
+    assert (tmp_path / "r.json.journal.jsonl").read_text() == before
+    assert os.listdir(tmp_path) == ["r.json.journal.jsonl"]

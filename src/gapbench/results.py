@@ -409,6 +409,12 @@ def _num(x):
     return x if math.isfinite(x) else None
 
 
+def json_safe(obj: Any) -> Any:
+    """The structure with what JSON cannot hold replaced: non-finite numbers by null, lone surrogates by '?',
+    tuples by lists, other objects by their text."""
+    return _clean(obj)
+
+
 def _clean(obj):
     """Make a structure JSON-safe: non-finite floats become null, tuples lists, unknown objects strings, lone
     surrogates (which UTF-8 cannot hold) '?'."""

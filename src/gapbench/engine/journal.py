@@ -10,10 +10,9 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from gapbench.errors import GapbenchError, ResultFileError
-from gapbench.results import MAX_FILE_BYTES, read_bytes
+from gapbench.results import MAX_FILE_BYTES, json_safe, read_bytes, write_text_atomic
 
 MAX_JOURNAL_BYTES = 4 * MAX_FILE_BYTES  # a journal line carries more than a results file's measurement
 
@@ -36,15 +35,12 @@ class Journal:
         self.path = str(path)
 
     def start(self, header: dict, entries: list[dict] | None = None) -> None:
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "w", encoding="utf-8") as f:
-            for obj in [header, *(entries or [])]:
-                f.write(_line(obj))
-            f.flush()
-            os.fsync(f.fileno())
+        """A fresh journal, or a resumed one rewritten with what it kept: atomically, so a kill during the
+        rewrite leaves the old journal, never a shorter one."""
+        write_text_atomic(self.path, "".join(_line(obj) for obj in [header, *(entries or [])]))
 
     def append(self, entry: dict) -> None:
-        with open(self.path, "a", encoding="utf-8") as f:
+        with open(self.path, "a", encoding="utf-8", errors="replace") as f:
             f.write(_line(entry))
             f.flush()
             os.fsync(f.fileno())
@@ -89,4 +85,4 @@ class Journal:
 
 
 def _line(obj: dict) -> str:
-    return json.dumps(obj, allow_nan=False, default=str) + "\n"
+    return json.dumps(json_safe(obj), allow_nan=False) + "\n"
