@@ -7,7 +7,7 @@ import os
 import pytest
 
 from compare_fixtures import gemm, membw, result_set, write
-from conftest import gapbench
+from conftest import FIXTURES, gapbench
 from gapbench.cli import main as cli_main
 from gapbench.errors import GapbenchError
 from gapbench.results import check_output, load, write_text_atomic
@@ -158,3 +158,17 @@ def test_a_resumed_journal_is_rewritten_atomically(tmp_path):
         j.start({"event": "header"}, [{"event": "measurement", "i": 0}, {"event": "measurement", "x": Unprintable()}])
     assert (tmp_path / "r.json.journal.jsonl").read_text() == before
     assert os.listdir(tmp_path) == ["r.json.journal.jsonl"]
+
+
+def test_a_run_never_writes_a_measurement_it_could_not_read_back(tmp_path):
+    out = tmp_path / "bad-values.json"
+    r = gapbench("run", "--device", "cpu", "--workload-file", FIXTURES / "hostile_workloads.py", "--workload",
+                 "hostile:bad_values", "--variant-budget", "1", "--output", out, "--no-history",
+                 env={"HOSTILE_DIR": str(tmp_path)}, timeout=180)
+    assert r.returncode == 0, r.stderr
+    got = {m.variant["mode"]: m for m in load(out).measurements}  # load validates the whole file
+    for mode, words in (("nan", "needs a value above 0"), ("zero", "not 0"), ("negative", "not -1"),
+                        ("reversed", "stats.ci95: the interval is reversed")):
+        assert got[mode].status == "error" and "breaks the results schema" in got[mode].reason, got[mode]
+        assert words in got[mode].reason
+    assert got["good"].status == "ok"
