@@ -42,7 +42,7 @@ SEEDS = ["cpu-epyc-2core-quick-1thread.json", "cpu-epyc-2core-quick-2threads.jso
 CALL_LIMIT_S = 30
 
 # values that break a typed field on purpose, and ones a field may hold or not
-HOSTILE = [None, True, False, 0, -1, -0.0, 1.5, 1e308, 10**30, "", "7", "x" * 300, "[red]x[/]",
+HOSTILE = [None, True, False, 0, -1, -0.0, 1.5, 1e308, 1.7976931348623157e308, 5e-324, 1e-300, 10**30, "", "7", "x" * 300, "[red]x[/]",
            "<script>alert(1)</script>", "\u202eevil", [], {}, [1, 2, 3], {"a": {"b": {"c": [1]}}}, 2**63, -2**63]
 TEXT_TOKENS = ["NaN", "Infinity", "-Infinity", "1e999", "-1e999", "1" + "0" * 400, '"\\ud800"', '"\\udfff x"',
                "[" * 300 + "]" * 300, '{"a":' * 300 + "1" + "}" * 300, "1" * 5000, '"' + "y" * 20000 + '"']
@@ -114,97 +114,127 @@ def breaks(path, value) -> bool:
     return False
 
 
-def mutate(doc: dict, rng: random.Random) -> tuple[bytes, str, bool]:
-    """(file bytes, what was done, whether it surely breaks the schema)."""
-    doc = copy.deepcopy(doc)
+def mutate(doc: dict, rng: random.Random) -> tuple[str, bytes, str, bool]:
+    """(kind of mutation, file bytes, what was done, whether it surely breaks the schema)."""
     kind = rng.choice(["value"] * 6 + ["delete"] * 2 + ["extra", "swap", "interval", "ok_value", "truncate", "flip"]
                       + ["token"] * 4 + ["surrogate_key", "empty"] * 2 + ["scale"])
-    all_paths = [p for p, _ in paths(doc) if p]
-    if kind == "value":
-        path = rng.choice(all_paths)
-        v = copy.deepcopy(rng.choice(HOSTILE))
-        at(doc, path[:-1])[path[-1]] = v
-        return dump(doc), f"value {fmt(path)} = {short(v)}", typed(path) and breaks(path, v)
-    if kind == "delete":
-        path = rng.choice([p for p in all_paths if isinstance(p[-1], str)])
-        del at(doc, path[:-1])[path[-1]]
-        required = {("schema_version",), ("run_id",), ("host",), ("device",), ("measurements",)}
-        hard = path in required or (len(path) == 3 and path[0] == "measurements" and path[2] in (
-            "workload", "variant", "unit", "status")) or (path[-2:-1] == ("stats",) and path[-1] in (
-                "median", "iqr", "min", "max", "n", "ci95"))
-        ok_value = len(path) == 3 and path[0] == "measurements" and path[2] == "value" and \
-            at(doc, path[:-1]).get("status") == "ok"
-        return dump(doc), f"delete {fmt(path)}", hard or ok_value
-    if kind == "extra":
-        target = rng.choice([p for p, v in paths(doc) if isinstance(v, dict)])
-        at(doc, target)[rng.choice(["runs", "host_watch", "x-future", "noise_flag"])] = rng.choice(
-            [[1.0, 2.0], {"flag": True}, "text", 3])
-        return dump(doc), f"extra field in {fmt(target)}", False
-    if kind == "swap":
-        nums = [p for p, v in paths(doc) if p and isinstance(v, (int, float)) and not isinstance(v, bool)]
-        if not nums:
-            return dump(doc), "swap (nothing)", False
-        path = rng.choice(nums)
-        v = at(doc, path)
-        at(doc, path[:-1])[path[-1]] = str(v)
-        return dump(doc), f"swap {fmt(path)} to a string", typed(path) and breaks(path, str(v))
-    if kind == "interval":
-        ms = [m for m in doc.get("measurements", []) if isinstance(m.get("stats"), dict)]
-        if not ms:
-            return dump(doc), "interval (nothing)", False
-        s = rng.choice(ms)["stats"]
-        if rng.random() < 0.5:
-            s["ci95"] = [s["ci95"][1] + 1.0, s["ci95"][0]]
-            return dump(doc), "reversed ci95", True
-        s["min"], s["max"] = s["max"] + 1.0, s["min"]
-        return dump(doc), "min above max", True
-    if kind == "ok_value":
-        ms = [m for m in doc.get("measurements", []) if m.get("status") == "ok"]
-        if not ms:
-            return dump(doc), "ok_value (nothing)", False
-        v = rng.choice([0, -1.5, None, False])
-        rng.choice(ms)["value"] = v
-        return dump(doc), f"ok value {v!r}", True
-    if kind == "scale":
-        ms = doc.get("measurements") or []
-        if not ms:
-            return dump(doc), "scale (nothing)", False
-        n = rng.choice([200, 1000, 3000])
-        big = []
-        for i in range(n):
-            m = copy.deepcopy(ms[i % len(ms)])
-            m["variant"] = dict(m["variant"], fuzz_i=i)
-            big.append(m)
-        doc["measurements"] = big
-        return dump(doc), f"{n} measurements", False
+    return (kind, *_mutated(copy.deepcopy(doc), kind, rng))
+
+
+def _mutated(doc: dict, kind: str, rng: random.Random) -> tuple[bytes, str, bool]:
+    return MUTATIONS[kind](doc, rng)
+
+
+def _value(doc, rng):
+    path = rng.choice(_all_paths(doc))
+    v = copy.deepcopy(rng.choice(HOSTILE))
+    at(doc, path[:-1])[path[-1]] = v
+    return dump(doc), f"value {fmt(path)} = {short(v)}", typed(path) and breaks(path, v)
+
+
+REQUIRED = {("schema_version",), ("run_id",), ("host",), ("device",), ("measurements",)}
+
+
+def _delete(doc, rng):
+    path = rng.choice([p for p in _all_paths(doc) if isinstance(p[-1], str)])
+    parent = at(doc, path[:-1])
+    ok_value = len(path) == 3 and path[0] == "measurements" and path[2] == "value" and parent.get("status") == "ok"
+    del parent[path[-1]]
+    hard = path in REQUIRED or (len(path) == 3 and path[0] == "measurements" and path[2] in (
+        "workload", "variant", "unit", "status")) or (path[-2:-1] == ("stats",) and path[-1] in (
+            "median", "iqr", "min", "max", "n", "ci95"))
+    return dump(doc), f"delete {fmt(path)}", hard or ok_value
+
+
+def _extra(doc, rng):
+    target = rng.choice([p for p, v in paths(doc) if isinstance(v, dict)])
+    at(doc, target)[rng.choice(["runs", "host_watch", "x-future", "noise_flag"])] = rng.choice(
+        [[1.0, 2.0], {"flag": True}, "text", 3])
+    return dump(doc), f"extra field in {fmt(target)}", False
+
+
+def _swap(doc, rng):
+    nums = [p for p, v in paths(doc) if p and isinstance(v, (int, float)) and not isinstance(v, bool)]
+    path = rng.choice(nums)
+    v = str(at(doc, path))
+    at(doc, path[:-1])[path[-1]] = v
+    return dump(doc), f"swap {fmt(path)} to a string", typed(path) and breaks(path, v)
+
+
+def _interval(doc, rng):
+    ms = [m for m in doc.get("measurements", []) if isinstance(m.get("stats"), dict)]
+    if not ms:
+        return dump(doc), "interval (nothing to reverse)", False
+    s = rng.choice(ms)["stats"]
+    if rng.random() < 0.5:
+        s["ci95"] = [s["ci95"][1] + 1.0, s["ci95"][0]]
+        return dump(doc), "reversed ci95", True
+    s["min"], s["max"] = s["max"] + 1.0, s["min"]
+    return dump(doc), "min above max", True
+
+
+def _ok_value(doc, rng):
+    ms = [m for m in doc.get("measurements", []) if m.get("status") == "ok"]
+    if not ms:
+        return dump(doc), "ok value (no ok measurement)", False
+    v = rng.choice([0, -1.5, None, False])
+    rng.choice(ms)["value"] = v
+    return dump(doc), f"ok value {v!r}", True
+
+
+def _scale(doc, rng):
+    ms = doc.get("measurements") or []
+    if not ms:
+        return dump(doc), "scale (no measurement)", False
+    n = rng.choice([200, 1000, 3000])
+    doc["measurements"] = [dict(copy.deepcopy(ms[i % len(ms)]), variant=dict(ms[i % len(ms)]["variant"], fuzz_i=i))
+                           for i in range(n)]
+    return dump(doc), f"{n} measurements", False
+
+
+def _truncate(doc, rng):
     text = dump(doc)
-    if kind == "truncate":
-        cut = rng.randrange(0, len(text) - 2)
-        return text[:cut], f"truncated at {cut}", True
-    if kind == "flip":
-        b = bytearray(text)
-        for _ in range(rng.randint(1, 8)):
-            b[rng.randrange(len(b))] = rng.randrange(256)
-        return bytes(b), "flipped bytes", False
-    if kind == "token":
-        num_paths = [p for p, v in paths(doc) if p and isinstance(v, (int, float, str)) and not isinstance(v, bool)]
-        path = rng.choice(num_paths)
-        marker = "@@FUZZ@@"
-        at(doc, path[:-1])[path[-1]] = marker
-        tok = rng.choice(TEXT_TOKENS)
-        if tok in ("NaN", "Infinity", "-Infinity", "1e999", "-1e999", "1" * 5000) or tok.startswith(
-                ('"\\ud', "[[[", '{"a":')):
-            bad = True  # not JSON, not finite, a lone surrogate, nested past the cap: refused wherever it is
-        elif tok.startswith("10"):
-            bad = typed(path)  # 10**400: an integer JSON may hold, but no typed field of gapbench's
-        else:
-            bad = False
-        return dump(doc).replace(f'"{marker}"'.encode(), tok.encode(), 1), f"token {fmt(path)} = {tok[:20]}", bad
-    if kind == "surrogate_key":
-        target = rng.choice([p for p, v in paths(doc) if isinstance(v, dict)])
-        at(doc, target)["@@KEY@@"] = 1
-        return dump(doc).replace(b'"@@KEY@@"', b'"\\udc80k"', 1), f"lone surrogate key in {fmt(target)}", True
+    cut = rng.randrange(0, len(text) - 2)
+    return text[:cut], f"truncated at {cut}", True
+
+
+def _flip(doc, rng):
+    b = bytearray(dump(doc))
+    for _ in range(rng.randint(1, 8)):
+        b[rng.randrange(len(b))] = rng.randrange(256)
+    return bytes(b), "flipped bytes", False
+
+
+def _token(doc, rng):
+    path = rng.choice([p for p, v in paths(doc) if p and isinstance(v, (int, float, str)) and not isinstance(v, bool)])
+    at(doc, path[:-1])[path[-1]] = "@@FUZZ@@"
+    tok = rng.choice(TEXT_TOKENS)
+    if tok in ("NaN", "Infinity", "-Infinity", "1e999", "-1e999", "1" * 5000) or tok.startswith(('"\\ud', "[[[", '{"a":')):
+        bad = True  # not JSON, not finite, a lone surrogate, nested past the cap: refused wherever it is
+    elif tok.startswith("10"):
+        bad = typed(path)  # 10**400: an integer JSON may hold, but no typed field of gapbench's
+    else:
+        bad = False
+    return dump(doc).replace(b'"@@FUZZ@@"', tok.encode(), 1), f"token {fmt(path)} = {tok[:20]}", bad
+
+
+def _surrogate_key(doc, rng):
+    target = rng.choice([p for p, v in paths(doc) if isinstance(v, dict)])
+    at(doc, target)["@@KEY@@"] = 1
+    return dump(doc).replace(b'"@@KEY@@"', b'"\\udc80k"', 1), f"lone surrogate key in {fmt(target)}", True
+
+
+def _empty(doc, rng):
     return rng.choice([b"", b"   ", b"\xef\xbb\xbf{}", b"null", b"[]", b"\xff\xfe\x00"]), "not an object", True
+
+
+MUTATIONS = {"value": _value, "delete": _delete, "extra": _extra, "swap": _swap, "interval": _interval,
+             "ok_value": _ok_value, "scale": _scale, "truncate": _truncate, "flip": _flip, "token": _token,
+             "surrogate_key": _surrogate_key, "empty": _empty}
+
+
+def _all_paths(doc):
+    return [p for p, _ in paths(doc) if p]
 
 
 def dump(doc) -> bytes:
@@ -408,8 +438,8 @@ def main() -> int:
                 tally.judge(verb, rc, out, err, label, must, "")
         sample = set(rng.sample(range(args.files), min(args.subprocess, args.files)))
         for i in range(args.files):
-            data, what, must = mutate(rng.choice(docs), rng)
-            kinds[what.split(" ")[0]] += 1
+            kind, data, what, must = mutate(rng.choice(docs), rng)
+            kinds[kind] += 1
             f = os.path.join(work, f"m{i}.json")
             Path(f).write_bytes(data)
             invalid = None

@@ -142,6 +142,8 @@ def roofline(comp: Comparison, index: int, width: int = 560, height: int = 380) 
         for v in peaks.values():
             xmin, xmax = min(xmin, v / bw / 4), max(xmax, v / bw * 4)
         ymin = min(ymin, bw * xmin)
+    if not all(math.isfinite(v) and v > 0 for v in (xmin, xmax, ymin, ymax)) or xmin >= xmax or ymin >= ymax:
+        return None  # numbers no log axis can hold (beyond a double, or down to zero): no plot
     ax = _LogAxes(width, height, (xmin, xmax), (ymin, ymax))
     out = ax.frame(f"roofline of {p.name}")
     left, top, pw, ph = ax.left, ax.top, ax.pw, ax.ph
