@@ -343,6 +343,7 @@ class Tally:
         self.examples: dict[str, list[str]] = {}
 
     def note(self, what: str, example: str) -> None:
+        print(f"finding: {what}: {example[:300]}", file=sys.stderr)
         self.c[what] += 1
         self.examples.setdefault(what, [])
         if len(self.examples[what]) < 5:

@@ -74,6 +74,8 @@ BREAKING = [
     ("Infinity flops", lambda t: t.replace('"flops": 2147483648.0', '"flops": Infinity', 1), "NaN and Infinity"),
     ("a number beyond a double", lambda t: t.replace('"value": 1.0', '"value": 1e999', 1), "measurements[0].value"),
     ("a 400-digit integer", lambda t: t.replace('"value": 1.0', '"value": 1' + "0" * 400, 1), "measurements[0].value"),
+    ("an integer beyond a double in metrics", lambda t: t.replace('"metrics": {', '"metrics": {"big": 1' + "0" * 400
+                                                                   + ", ", 1), "measurements[0].metrics.big"),
     ("negative value", lambda d: d["measurements"][0].update(value=-2.0), "measurements[0].value"),
     ("zero value", lambda d: d["measurements"][0].update(value=0), "measurements[0].value"),
     ("boolean value", lambda d: d["measurements"][0].update(value=True), "measurements[0].value"),

@@ -9,19 +9,20 @@ unknown field may hold any JSON value with finite numbers). `check_results_file(
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
-    JsonValue,
     StringConstraints,
     ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
+from typing_extensions import TypeAliasType
 
 SCHEMA_VERSION = 1
 STATUSES = ("ok", "unsupported", "wrong_result", "too_slow", "oom", "timeout", "crashed", "error")
@@ -32,6 +33,13 @@ MAX_NAME = 200  # workload, unit, preset, suite, label, status
 MAX_TEXT = 500  # identity strings: product, driver, versions, host names
 MAX_REASON = 10_000  # a reason is one line; a longer one is cut when written
 INT64_MAX = 2**63 - 1  # what SQLite stores in an INTEGER
+
+
+DOUBLE_MAX = int(sys.float_info.max)  # an integer beyond it has no float: every number must fit a double
+
+# any JSON value, as fields open to later additions hold them: finite numbers that fit a double
+Json = TypeAliasType("Json", None | bool | Annotated[int, Field(ge=-DOUBLE_MAX, le=DOUBLE_MAX)] | float | str
+                     | list["Json"] | dict[str, "Json"])
 
 
 class SchemaError(ValueError):
@@ -46,7 +54,7 @@ class _Open(BaseModel):
     """Known fields strict; unknown fields allowed, as any JSON value whose numbers are finite."""
 
     model_config = ConfigDict(strict=True, extra="allow", allow_inf_nan=False)
-    __pydantic_extra__: dict[str, JsonValue] = Field(init=False)
+    __pydantic_extra__: dict[str, Json] = Field(init=False)
 
 
 Name = Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME)]
@@ -57,7 +65,7 @@ Time = Annotated[str, StringConstraints(max_length=64)] | None
 Count = Annotated[int, Field(ge=0, le=INT64_MAX)] | None
 Amount = Annotated[float, Field(ge=0)] | None
 Rate = Annotated[float, Field(gt=0)] | None
-Obj = dict[str, JsonValue] | None
+Obj = dict[str, Json] | None
 Strings = Annotated[list[Annotated[str, StringConstraints(max_length=MAX_TEXT)]], Field(max_length=10_000)] | None
 
 
@@ -137,7 +145,7 @@ class MeasurementModel(_Open):
 
     workload: Name
     preset: OptName = None
-    variant: dict[str, JsonValue]
+    variant: dict[str, Json]
     status: Literal[STATUSES]  # before value: the check of value reads it
     value: float | None = Field(default=None, validate_default=True)
     unit: Name
@@ -234,7 +242,7 @@ class RunPlan(_Open):
     entries: Annotated[list[Annotated[list[OptName], Field(min_length=2, max_length=2)]], Field(max_length=10_000)]
     suite: OptName = None
     workload_files: Annotated[list[Annotated[str, StringConstraints(max_length=4096)]], Field(max_length=1000)] = []
-    options: dict[str, JsonValue] = {}
+    options: dict[str, Json] = {}
     budget_s: Rate = None
     variant_budget_s: Rate = None
     timeout_s: Rate = None
@@ -288,14 +296,27 @@ def json_schema() -> dict:
             **{k: v for k, v in doc.items() if k != "title"}}
 
 
+_TYPE_ERRORS = {"bool_type", "int_type", "float_type", "string_type", "list_type", "dict_type", "none_required",
+                "model_type", "model_attributes_type", "literal_error", "tuple_type"}
+
+
 def _check(model: type[BaseModel], doc: Any) -> None:
     try:
         model.model_validate(doc)
     except ValidationError as e:
-        first = e.errors(include_url=False, include_context=False)[0]
-        raise SchemaError(field_path(first["loc"], doc, first["type"] == "missing"), _problem(first)) from None
+        errors = e.errors(include_url=False)
+        paths = [field_path(x["loc"], doc, x["type"] == "missing") for x in errors]
+        # a value that may be one of several types fails once per type: the most telling failure is one that is
+        # not a wrong type, at the first bad field or inside it
+        best = next((i for i, x in enumerate(errors) if x["type"] not in _TYPE_ERRORS and _within(paths[i], paths[0])),
+                    0)
+        raise SchemaError(paths[best], _problem(errors[best])) from None
     except RecursionError:
         raise SchemaError("", "nested too deeply") from None
+
+
+def _within(path: str, outer: str) -> bool:
+    return path == outer or path.startswith((outer + ".", outer + "[")) or not outer
 
 
 def field_path(loc: tuple, doc: Any, missing: bool = False) -> str:
@@ -325,6 +346,8 @@ def _problem(err: dict) -> str:
         return "missing"
     if err["type"] in ("value_error",):
         return msg
+    if abs((err.get("ctx") or {}).get("le", (err.get("ctx") or {}).get("ge", 0)) or 0) == DOUBLE_MAX:
+        return f"a number beyond what a double holds (got {_shown(err.get('input'))[:20]}...)"
     shown = _shown(err.get("input"))
     return f"{msg} (got {shown})" if shown else msg
 

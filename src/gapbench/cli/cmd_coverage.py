@@ -77,7 +77,8 @@ def main(args) -> int:
     if output is None and not (args.resume and args.resume.endswith(".journal.jsonl")):
         output = f"coverage-{dev.type}.json"
     if output is not None:
-        check_output(output, force=args.force or _resumes_into(args.resume, output), resume_hint=True)
+        check_output(output, inputs=[args.extra_ops] if args.extra_ops else [],
+                     force=args.force or _resumes_into(args.resume, output), resume_hint=True)
     kwargs = dict(device=str(dev), dtypes=args.dtype, ops=args.ops, grad=args.grad, output=output,
                   budget_s=budget_s, op_timeout_s=op_timeout_s,
                   resume=args.resume, max_samples=args.max_samples, extra_ops=args.extra_ops, label=args.label,
