@@ -249,7 +249,6 @@ def test_fifty_thousand_measurements_compare_in_seconds_and_a_huge_reason_is_cut
     (["run", "--repeats", "-3"], "argument --repeats"),
     (["run", "--threads", "0"], "argument --threads"),
     (["run", "--threads", "-1"], "argument --threads"),
-    (["run", "--nproc", "0"], "argument --nproc"),
     (["run", "--steps", "many"], "argument --steps"),
     (["run", "--batch-size", "0"], "--batch-size"),
     (["run", "--label", "x" * 300], "argument --label"),

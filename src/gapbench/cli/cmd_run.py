@@ -45,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--batch-size", help="batch size for model workloads: a number or 'auto'")
     p.add_argument("--steps", type=count, help="denoising steps for diffusion workloads")
     p.add_argument("--flush-cache", action="store_true", help="flush the last-level cache before each GEMM call")
-    p.add_argument("--nproc", type=count, metavar="N",
+    p.add_argument("--nproc", type=int, metavar="N",
                    help="start N ranks on this host through torch's elastic launcher (one per device; on the CPU, "
                         "N processes); under torchrun, leave it out: gapbench joins the job (docs/distributed.md)")
     p.add_argument("--backend", help="torch.distributed backend (default per device: nccl, gloo, hccl, xccl)")
