@@ -118,3 +118,25 @@ def test_a_workload_whose_set_up_hangs_is_held_to_timeout(tmp_path):
     assert r.returncode == 0, r.stderr
     (m,) = load(out).measurements
     assert m.status == "timeout" and "start-up exceeded its time limit of 3 s" in m.reason
+
+
+def test_the_event_folders_of_a_killed_parent_are_swept_by_the_next_one(tmp_path):
+    import tempfile
+
+    from gapbench.engine import supervise
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # a pid no process has any more
+    stale = tempfile.mkdtemp(prefix=f"{supervise.DIR_PREFIX}{gone.pid}-")
+    mine = tempfile.mkdtemp(prefix=f"{supervise.DIR_PREFIX}{os.getpid()}-")
+    try:
+        supervise._swept = False
+        with supervise.Child([sys.executable, "-c", "pass"]) as child:
+            child.follow(30)
+            assert os.path.isdir(child._dir)
+        assert not os.path.exists(stale) and os.path.isdir(mine)
+        assert not os.path.exists(child._dir)
+    finally:
+        for d in (stale, mine):
+            if os.path.isdir(d):
+                os.rmdir(d)
