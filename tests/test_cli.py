@@ -16,7 +16,7 @@ from conftest import FIXTURES, gapbench
     (["run", "--resume", "/nonexistent/x.json"], "cannot resume"),
     (["run", "--workload-file", "/nonexistent/w.py"], "no such file"),
     (["run", "--workload-file", str(FIXTURES / "broken_import.py")], "failed to import"),
-    (["run", "--budget", "-3"], "--budget must be positive"),
+    (["run", "--budget", "-3"], "argument --budget: expected a number of seconds above 0"),
     (["run", "--batch-size", "lots"], "--batch-size"),
     (["run", "--no-such-flag"], "unrecognized arguments"),
     (["nosuchverb"], "invalid choice"),

@@ -1,6 +1,11 @@
-"""The result schema: measurements and the results file, JSON read/write (atomic), validation.
+"""The result schema: measurements and the results file, validated reading, strict atomic writing.
 
-The schema is documented in docs/schema.md; bump SCHEMA_VERSION on any incompatible change.
+The schema is the strict models of gapbench.schema (docs/schema.md explains every field; the JSON Schema
+src/gapbench/results.schema.json is generated from them). Everything a user feeds in is read through
+`read_bytes` (regular files only, size cap) and `parse_json` (strict JSON, nesting cap), so a bad file is
+one line naming the file and the field. Every file gapbench writes goes through `write_text_atomic`, after
+`check_output` said, before any work, that writing there destroys nothing. Bump SCHEMA_VERSION only with a
+reader for the old version.
 """
 
 from __future__ import annotations
@@ -8,19 +13,26 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
+import stat
 import tempfile
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from gapbench.errors import ResultFileError
+from gapbench.errors import GapbenchError, ResultFileError
 from gapbench.stats import Stats
 
 SCHEMA_VERSION = 1
 
 STATUSES = ("ok", "unsupported", "wrong_result", "too_slow", "oom", "timeout", "crashed", "error")
+
+MAX_REASON = 10_000  # a reason is one line; a longer one is cut when written (gapbench.schema.MAX_REASON)
+MAX_FILE_BYTES = 64 * 2**20  # a results file larger than this is refused (a run writes well under 1 MiB)
+MAX_NESTING = 200  # arrays and objects nested deeper than this are refused (the JSON reader's own limit)
 
 
 def now_iso() -> str:
@@ -92,13 +104,13 @@ class Measurement:
         return {
             "workload": self.workload,
             "preset": self.preset,
-            "variant": self.variant,
+            "variant": _clean(self.variant),
             "value": _num(self.value),
             "unit": self.unit,
             "higher_is_better": self.higher_is_better,
             "status": self.status,
-            "reason": self.reason,
-            "stats": self.stats.to_dict() if self.stats else None,
+            "reason": _cut(self.reason, MAX_REASON),
+            "stats": _clean(self.stats.to_dict()) if self.stats else None,
             "flops": _num(self.flops),
             "bytes": _num(self.bytes),
             "peak_memory_bytes": self.peak_memory_bytes,
@@ -113,36 +125,29 @@ class Measurement:
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "measurement") -> Measurement:
-        if not isinstance(d, dict):
-            raise ValueError(f"{where}: expected an object")
-        for name in ("workload", "variant", "unit", "status"):
-            if name not in d:
-                raise ValueError(f"{where}.{name}: missing")
-        if not isinstance(d["variant"], dict):
-            raise ValueError(f"{where}.variant: expected an object")
-        if d["status"] not in STATUSES:
-            raise ValueError(f"{where}.status: unknown status {d['status']!r}")
+        """A measurement from its JSON form, validated (gapbench.schema); ValueError names the field."""
+        from gapbench import schema  # pydantic is imported when a file is read, not when gapbench starts
+
+        try:
+            schema.check_measurement(d)
+        except schema.SchemaError as e:
+            raise ValueError(f"{where}.{e.field}: {e.problem}" if e.field else f"{where}: {e.problem}") from None
+        return cls._from_valid(d)
+
+    @classmethod
+    def _from_valid(cls, d: dict) -> Measurement:
+        stats = d.get("stats")
         value = d.get("value")
-        if value is not None and not isinstance(value, (int, float)):
-            raise ValueError(f"{where}.value: expected a number or null")
-        if d["status"] == "ok" and value is None:
-            raise ValueError(f"{where}.value: an ok measurement needs a value")
-        stats = None
-        if d.get("stats") is not None:
-            try:
-                stats = Stats.from_dict(d["stats"])
-            except (KeyError, TypeError, ValueError, IndexError) as e:
-                raise ValueError(f"{where}.stats: malformed ({e})") from None
         return cls(
-            workload=str(d["workload"]),
+            workload=d["workload"],
             preset=d.get("preset"),
             variant=d["variant"],
             value=None if value is None else float(value),
-            unit=str(d["unit"]),
-            higher_is_better=bool(d.get("higher_is_better", True)),
+            unit=d["unit"],
+            higher_is_better=d.get("higher_is_better", True),
             status=d["status"],
             reason=d.get("reason") or ("" if d["status"] == "ok" else "no reason recorded"),
-            stats=stats,
+            stats=None if stats is None else Stats.from_dict({k: v for k, v in stats.items() if v is not None}),
             flops=d.get("flops"),
             bytes=d.get("bytes"),
             peak_memory_bytes=d.get("peak_memory_bytes"),
@@ -151,7 +156,7 @@ class Measurement:
             metrics=d.get("metrics") or {},
             duration_s=d.get("duration_s"),
             started_at=d.get("started_at"),
-            runs=_runs(d.get("runs"), where),
+            runs=[float(v) for v in d["runs"]] if d.get("runs") else None,
             host_watch=d["host_watch"] if isinstance(d.get("host_watch"), dict) else None,
         )
 
@@ -215,46 +220,33 @@ class ResultSet:
 
     @classmethod
     def from_dict(cls, d: Any, path: str = "<data>") -> ResultSet:
-        if not isinstance(d, dict):
-            raise ResultFileError(path, "", "not a JSON object")
-        if "schema_version" not in d:
-            raise ResultFileError(path, "schema_version", "missing (not a gapbench results file?)")
-        if d["schema_version"] != SCHEMA_VERSION:
-            raise ResultFileError(
-                path, "schema_version", f"is {d['schema_version']!r}; this gapbench reads version {SCHEMA_VERSION}"
-            )
-        for name, kind in (("host", dict), ("device", dict), ("measurements", list), ("run_id", str)):
-            if name not in d:
-                raise ResultFileError(path, name, "missing")
-            if not isinstance(d[name], kind):
-                raise ResultFileError(path, name, f"expected {'an object' if kind is dict else kind.__name__}")
-        ms = []
-        for i, md in enumerate(d["measurements"]):
-            try:
-                ms.append(Measurement.from_dict(md, where=f"measurements[{i}]"))
-            except ValueError as e:
-                field_, _, problem = str(e).partition(": ")
-                raise ResultFileError(path, field_, problem) from None
-        cov = d.get("coverage")
-        if cov is not None and not isinstance(cov, dict):
-            raise ResultFileError(path, "coverage", "expected an object or null")
-        fw = d.get("frameworks")
-        if fw is not None and not isinstance(fw, list):
-            raise ResultFileError(path, "frameworks", "expected a list or null")
+        """A result set from a parsed results file, validated; ResultFileError names the file and the field."""
+        if isinstance(d, dict):
+            if "schema_version" not in d:
+                raise ResultFileError(path, "schema_version", "missing (not a gapbench results file?)")
+            v = d["schema_version"]
+            if type(v) is int and v != SCHEMA_VERSION:
+                raise ResultFileError(path, "schema_version", f"is {v}; this gapbench reads version {SCHEMA_VERSION}")
+        from gapbench import schema
+
+        try:
+            schema.check_results_file(d)
+        except schema.SchemaError as e:
+            raise ResultFileError(path, e.field, e.problem) from None
         return cls(
             host=d["host"],
             device=d["device"],
-            measurements=ms,
+            measurements=[Measurement._from_valid(m) for m in d["measurements"]],
             suite=d.get("suite"),
             label=d.get("label"),
             run_id=d["run_id"],
             started_at=d.get("started_at") or "",
             finished_at=d.get("finished_at"),
-            complete=bool(d.get("complete", False)),
+            complete=d.get("complete", False),
             gapbench_version=d.get("gapbench_version") or "unknown",
             schema_version=d["schema_version"],
-            coverage=cov,
-            frameworks=fw,
+            coverage=d.get("coverage"),
+            frameworks=d.get("frameworks"),
             options=d.get("options") or {},
             path=path,
         )
@@ -306,35 +298,118 @@ def _merged(ok: list[Measurement], failed: list[Measurement]) -> Measurement:
 def load(path: str | os.PathLike) -> ResultSet:
     """Read and validate a results file; raise ResultFileError naming the file and field."""
     p = str(path)
+    return ResultSet.from_dict(parse_json(read_bytes(p), p), path=p)
+
+
+# ---- reading what users give ------------------------------------------------------------------------------
+
+def read_bytes(path: str | os.PathLike, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The content of a regular file of at most `limit` bytes, else ResultFileError. A FIFO, a device or a
+    folder is refused without reading: opening never blocks and nothing endless is read."""
+    p = str(path)
     try:
-        text = Path(p).read_text(encoding="utf-8")
+        fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOCTTY", 0))
     except FileNotFoundError:
         raise ResultFileError(p, "", "no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ResultFileError(p, "", f"cannot read ({e.__class__.__name__}: {e})") from None
+    except (OSError, ValueError) as e:
+        raise ResultFileError(p, "", f"cannot read ({_why(e)})") from None
     try:
-        data = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ResultFileError(p, "", f"not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})") from None
-    return ResultSet.from_dict(data, path=p)
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise ResultFileError(p, "", "is a folder, not a file")
+        if not stat.S_ISREG(mode):
+            raise ResultFileError(p, "", "not a regular file (a FIFO, device or socket is never read)")
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, min(1 << 20, limit + 1 - size))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+    except OSError as e:
+        raise ResultFileError(p, "", f"cannot read ({_why(e)})") from None
+    finally:
+        os.close(fd)
+    if size > limit:
+        raise ResultFileError(p, "", f"larger than {_mib(limit)}, the most gapbench reads (a run writes well under "
+                                     "1 MiB; split the file)")
+    return b"".join(chunks)
 
+
+_NON_JSON = re.compile(rb"-?(?:NaN|Infinity)")
+_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def parse_json(data: bytes, path: str) -> Any:
+    """Strict JSON: no NaN or Infinity, UTF-8, no lone surrogates, nested at most MAX_NESTING deep."""
+    from pydantic_core import from_json  # strict, fast, and bounded in depth (json.loads recurses in C)
+
+    try:
+        return from_json(data, allow_inf_nan=False)
+    except ValueError as e:
+        raise ResultFileError(path, "", f"not valid JSON ({_json_problem(str(e), data)})") from None
+
+
+def _json_problem(msg: str, data: bytes) -> str:
+    m = re.search(r"line (\d+) column (\d+)", msg)
+    where = f"line {m.group(1)}, column {m.group(2)}" if m else ""
+    if "recursion limit" in msg:
+        return f"arrays or objects nested more than {MAX_NESTING} deep, at {where}"
+    if not m:
+        return msg[:200]
+    lines = data.split(b"\n")
+    row, col = int(m.group(1)) - 1, int(m.group(2))
+    line = lines[row] if 0 <= row < len(lines) else b""
+    if msg.startswith("expected value") and any(_NON_JSON.match(line, max(col - k, 0)) for k in (1, 2)):
+        return f"NaN and Infinity are not JSON numbers, at {where}"
+    if "surrogate" in msg or ("hex escape" in msg and _SURROGATE.search(line, max(col - 14, 0), col + 1)):
+        return f"a lone surrogate (\\ud800 to \\udfff without its pair) is no text, at {where}"
+    return msg[:200]
+
+
+def _why(e: BaseException) -> str:
+    return getattr(e, "strerror", None) or str(e) or e.__class__.__name__
+
+
+def _mib(n: int) -> str:
+    return f"{n / 2**20:g} MiB"
+
+
+# ---- writing -------------------------------------------------------------------------------------------
 
 def save(rs: ResultSet, path: str | os.PathLike) -> None:
     """Write atomically: a temporary file in the same folder, fsync, then rename over the target."""
     write_json_atomic(path, rs.to_dict())
 
 
+def json_text(data: Any, indent: int | None = 1) -> str:
+    """Strict JSON text: a non-finite number becomes null (JSON has none), a lone surrogate '?', anything
+    else unknown a string. Linear and fast for large documents (pydantic_core's encoder; json.dumps with an
+    indent runs in pure Python)."""
+    from pydantic_core import PydanticSerializationError, to_json
+
+    try:
+        return to_json(data, indent=indent, inf_nan_mode="null", fallback=str).decode("utf-8")
+    except (PydanticSerializationError, ValueError, RecursionError):  # a lone surrogate, a cycle, ...
+        return json.dumps(_clean(data), indent=indent, allow_nan=False)
+
+
 def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
+    write_text_atomic(path, json_text(data) + "\n")
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> None:
+    """Write `text` (UTF-8; a lone surrogate becomes '?') to a unique temporary file in the target's folder,
+    fsync it, then rename it over the target: a reader sees the old file or the new one, never half of one."""
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
     umask = os.umask(0)
     os.umask(umask)
-    os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; a results file is as readable as any other file
+    os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; an output is as readable as any other file
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(data, f, indent=1, allow_nan=False)
-            f.write("\n")
+        with os.fdopen(fd, "wb") as f:
+            f.write(text.encode("utf-8", "replace"))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, p)
@@ -346,31 +421,91 @@ def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
         raise
 
 
-def _runs(x, where: str) -> list[float] | None:
-    if x is None:
-        return None
-    if not isinstance(x, list) or not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-                                          for v in x):
-        raise ValueError(f"{where}.runs: expected a list of finite numbers")
-    return [float(v) for v in x] or None
+def check_output(path: str | os.PathLike, *, inputs: Iterable[str | os.PathLike] = (), force: bool = False,
+                 flag: str = "--output", resume_hint: bool = False) -> None:
+    """Before any work: GapbenchError unless writing `path` is possible and destroys nothing. Refused: a
+    folder, something that is not a regular file, one of the verb's inputs, a results file (or an
+    interrupted run's journal beside it) unless `force`, a place where no file can be created."""
+    p = Path(path)
+    if p.is_dir():
+        raise GapbenchError(f"{flag} {p}: is a folder; name a file")
+    if p.exists() and not p.is_file():
+        raise GapbenchError(f"{flag} {p}: is not a regular file (use '-' for standard output where a verb takes it)")
+    for inp in inputs:
+        if p.exists() and os.path.exists(inp) and os.path.samefile(p, inp):
+            raise GapbenchError(f"{flag} {p}: is also an input; writing it would destroy what is being read")
+    hint = "; to complete an interrupted run use --resume" if resume_hint else ""
+    if not force and p.is_file() and is_results_file(p):
+        raise GapbenchError(f"{flag} {p}: already holds a gapbench results file; add --force to replace it{hint}")
+    journal = Path(f"{p}.journal.jsonl")
+    if not force and resume_hint and journal.is_file():
+        raise GapbenchError(f"{flag} {p}: the journal of an interrupted run, {journal}, is beside it; continue "
+                            "that run with --resume, or add --force to start again")
+    folder = p.absolute().parent
+    while not folder.exists() and folder != folder.parent:  # the folders the write would create are not made here
+        folder = folder.parent
+    if not folder.is_dir():
+        raise GapbenchError(f"{flag} {p}: cannot write there ({folder} is not a folder)")
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".gapbench-", suffix=".probe", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except (OSError, ValueError) as e:
+        raise GapbenchError(f"{flag} {p}: cannot write there ({_why(e)})") from None
+
+
+def is_results_file(path: str | os.PathLike) -> bool:
+    """Whether a regular file looks like a gapbench results file (its first 4 KiB name a schema_version)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError:
+        return False
+    return head.lstrip().startswith(b"{") and b'"schema_version"' in head
+
+
+def _cut(text: str | None, limit: int) -> str | None:
+    return text if text is None or len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _num(x):
-    """JSON has no NaN/inf: store them as null."""
+    """JSON has no NaN/inf: store them (and numbers beyond a double) as null."""
     if x is None:
         return None
-    x = float(x)
+    try:
+        x = float(x)
+    except (OverflowError, TypeError, ValueError):
+        return None
     return x if math.isfinite(x) else None
 
 
+def json_safe(obj: Any) -> Any:
+    """The structure with what JSON cannot hold replaced: non-finite numbers by null, lone surrogates by '?',
+    tuples by lists, other objects by their text."""
+    return _clean(obj)
+
+
 def _clean(obj):
-    """Make a structure JSON-safe: non-finite floats become null, tuples lists, unknown objects strings."""
-    if obj is None or isinstance(obj, (bool, int, str)):
+    """Make a structure JSON-safe: non-finite floats become null, tuples lists, unknown objects strings, lone
+    surrogates (which UTF-8 cannot hold) '?'."""
+    if obj is None or isinstance(obj, (bool, int)):
         return obj
+    if isinstance(obj, str):
+        return _utf8(obj)
     if isinstance(obj, float):
         return _num(obj)
     if isinstance(obj, dict):
-        return {str(k): _clean(v) for k, v in obj.items()}
+        return {_utf8(str(k)): _clean(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
         return [_clean(v) for v in obj]
-    return str(obj)
+    return _utf8(str(obj))
+
+
+def _utf8(s: str) -> str:
+    if s.isascii():
+        return s
+    try:
+        s.encode("utf-8")
+        return s
+    except UnicodeEncodeError:
+        return s.encode("utf-8", "replace").decode("utf-8")

@@ -19,7 +19,7 @@ from gapbench.engine.journal import Journal, journal_path
 from gapbench.engine.workload import Reporter, attempt, launch_worker, run_workload
 from gapbench.errors import GapbenchError
 from gapbench.measure import DEFAULT_BUDGET
-from gapbench.results import Measurement, ResultSet, load, merge_runs, now_iso, save
+from gapbench.results import SCHEMA_VERSION, Measurement, ResultSet, check_output, load, merge_runs, now_iso, save
 
 __all__ = ["RunPlan", "Reporter", "Interrupted", "build_plan", "run_suite", "read_journal", "journal_path",
            "default_output", "describe_files"]
@@ -69,7 +69,11 @@ class RunPlan:
 
 def default_output(device: str) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S")
-    return f"gapbench-{device.replace(':', '')}-{stamp}.json"
+    name, n = f"gapbench-{device.replace(':', '')}-{stamp}.json", 1
+    while os.path.exists(name) or os.path.exists(journal_path(name)):  # two runs in one second keep both
+        n += 1
+        name = f"gapbench-{device.replace(':', '')}-{stamp}-{n}.json"
+    return name
 
 
 def build_plan(*, device: str | None = None, suite: str | None = None, workload_specs: list[str] | None = None,
@@ -77,7 +81,7 @@ def build_plan(*, device: str | None = None, suite: str | None = None, workload_
     """Resolve names into a plan; unknown device/suite/workload/preset -> GapbenchError before anything runs."""
     dev = devices.resolve(device)
     files = [str(Path(f).resolve()) for f in (workload_files or [])]
-    file_info = describe_files(files) if files else {}
+    file_info = describe_files(files, kw.get("timeout_s")) if files else {}
     entries: list[tuple[str, str | None]] = []
     device_class = "accelerator" if dev.is_accelerator else "cpu"
     if suite:
@@ -116,9 +120,10 @@ def describe_files(files: list[str], timeout_s: float | None = None) -> dict:
 
 
 def run_suite(plan: RunPlan | None = None, *, output: str | None = None, resume: str | None = None,
-              reporter: Reporter | None = None, history: bool = True, _rank_scratch: bool = False,
-              **plan_kw) -> ResultSet:
-    """Run a plan (or build one from keyword arguments) and return the ResultSet written to `output`."""
+              reporter: Reporter | None = None, history: bool = True, force: bool = False,
+              _rank_scratch: bool = False, **plan_kw) -> ResultSet:
+    """Run a plan (or build one from keyword arguments) and return the ResultSet written to `output`.
+    An existing results file at `output` is replaced only with force=True."""
     reporter = reporter or Reporter()
     rank = _external_rank()
     if rank and not _rank_scratch:  # one rank of an external torchrun job, not rank 0: run along, keep nothing
@@ -133,6 +138,7 @@ def run_suite(plan: RunPlan | None = None, *, output: str | None = None, resume:
     if plan is None:
         plan = build_plan(**plan_kw)
     output = output or default_output(plan.device)
+    check_output(output, inputs=plan.workload_files, force=force or bool(resume), resume_hint=not resume)
     journal = Journal(journal_path(output))
     host = devices.host_identity()
     if header is None:
@@ -233,7 +239,7 @@ def _record_history(rs: ResultSet, reporter: Reporter) -> None:
 
 def read_journal(output: str) -> tuple[dict, dict[tuple[int, str], Measurement]]:
     """The header and finished measurements, by (pass, variant key), of an interrupted run (journal, else the
-    partial file)."""
+    partial file); a journal or file that cannot be resumed is a GapbenchError naming what is wrong."""
     journal = Journal(journal_path(output))
     done: dict[tuple[int, str], Measurement] = {}
     if journal.exists():
@@ -251,22 +257,40 @@ def read_journal(output: str) -> tuple[dict, dict[tuple[int, str], Measurement]]
                 except (ValueError, KeyError, TypeError):
                     continue  # an entry that does not read is measured again
                 done[(p, m.key)] = m
-        return header, done
-    if not os.path.exists(output):
+    elif not os.path.exists(output):
         raise GapbenchError(f"cannot resume {output}: neither it nor its journal {journal.path} exists")
-    rs = load(output)
-    if "workloads" not in rs.options or "device" not in rs.options:
-        raise GapbenchError(f"cannot resume {output}: it does not record its run plan")
-    if int(rs.options.get("runs") or 1) > 1:
-        raise GapbenchError(f"cannot resume {output} without its journal: its {rs.options['runs']} runs are merged "
-                            "in the file")
-    plan = dict(rs.options)
-    plan["entries"] = [list(workloads.parse_spec(s)) for s in rs.options.get("workloads", [])]
-    header = {"event": "header", "run_id": rs.run_id, "started_at": rs.started_at, "plan": plan,
-              "host": rs.host, "device": rs.device}
-    for m in rs.measurements:
-        done.setdefault((0, m.key), m)
+    else:
+        rs = load(output)
+        workloads_ = rs.options.get("workloads")
+        if not isinstance(workloads_, list) or "device" not in rs.options:
+            raise GapbenchError(f"cannot resume {output}: it does not record its run plan")
+        if rs.options.get("runs") not in (None, 1):
+            raise GapbenchError(f"cannot resume {output} without its journal: its {rs.options['runs']} runs are "
+                                "merged in the file")
+        plan = dict(rs.options)
+        plan["entries"] = [list(workloads.parse_spec(s)) if isinstance(s, str) else s for s in workloads_]
+        header = {"event": "header", "run_id": rs.run_id, "started_at": rs.started_at, "plan": plan,
+                  "host": rs.host, "device": rs.device}
+        for m in rs.measurements:
+            done.setdefault((0, m.key), m)
+    _check_header(header, output)
     return header, done
+
+
+def _check_header(header: dict, output: str) -> None:
+    """The plan, run id, host and device a resumed run is built from must make a valid results file."""
+    from gapbench import schema
+
+    try:
+        schema.check_run_plan(header["plan"])
+    except schema.SchemaError as e:
+        raise GapbenchError(f"cannot resume {output}: its run plan is damaged: plan.{e}") from None
+    head = {"schema_version": SCHEMA_VERSION, "run_id": header.get("run_id"), "started_at": header.get("started_at"),
+            "host": header.get("host") or {}, "device": header.get("device") or {}, "measurements": []}
+    try:
+        schema.check_results_file(head)
+    except schema.SchemaError as e:
+        raise GapbenchError(f"cannot resume {output}: its journal header is damaged: {e}") from None
 
 
 # ---- one workload in worker processes -----------------------------------------------------------

@@ -9,6 +9,7 @@ version number and is upgraded in place, inside a transaction, when an older fil
 from __future__ import annotations
 
 import json
+import math
 import os
 import sqlite3
 from collections.abc import Iterable
@@ -19,6 +20,7 @@ from gapbench.errors import GapbenchError
 from gapbench.results import ResultSet, load, now_iso, variant_key
 
 SCHEMA_VERSION = 2
+_MAX_TEXT = 1_000_000  # longer text in a history file is cut when read (gapbench writes far less)
 
 # version 1 (the first layout, kept here because upgrades start from it):
 #   runs(run_id PK, started_at, device_type, device_product, gapbench_version, torch_version)
@@ -122,14 +124,52 @@ def _upgrade_1_to_2(conn: sqlite3.Connection) -> None:
 UPGRADES = {1: _upgrade_1_to_2}
 
 
-def connect(db_path: str | os.PathLike | None = None) -> sqlite3.Connection:
-    """Open (creating or upgrading) the history database; autocommit mode, transactions are explicit."""
+def _db_path(db_path: str | os.PathLike | None) -> Path:
     path = Path(db_path) if db_path is not None else default_path()
+    if path.is_dir():
+        raise GapbenchError(f"history database {path}: is a folder, not a file")
+    if path.exists() and not path.is_file():  # a FIFO would block the open, a device feed it garbage
+        raise GapbenchError(f"history database {path}: not a regular file")
+    return path
+
+
+def _expected_objects(version: int) -> set[tuple[str, str]]:
+    tables = {("table", "schema_version"), ("table", "runs"), ("table", "measurements")}
+    if version == 1:
+        return tables
+    return tables | {("index", "measurements_by_workload"), ("index", "measurements_by_run")}
+
+
+def _check_objects(conn: sqlite3.Connection, version: int, path: Path) -> None:
+    """A history file holds gapbench's tables and indexes and nothing else: no trigger or view runs when gapbench
+    reads or writes it."""
+    found = {(t, n) for t, n in conn.execute("SELECT type, name FROM sqlite_master WHERE name NOT LIKE 'sqlite_%'")}
+    extra = found - _expected_objects(version)
+    missing = {("table", n) for t, n in _expected_objects(version) if t == "table"} - found
+    if extra or missing:
+        what = ", ".join(f"{t} {n!r}" for t, n in sorted(extra)) or ", ".join(f"no {t} {n!r}" for t, n in sorted(missing))
+        raise GapbenchError(f"history database {path}: not a gapbench history file ({what[:200]})")
+
+
+def _open(path: Path, uri: str | None = None) -> sqlite3.Connection:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        conn = sqlite3.connect(str(path), timeout=30, isolation_level=None)
+        if uri is None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        conn = sqlite3.connect(uri or str(path), timeout=30, isolation_level=None, uri=uri is not None)
     except (OSError, sqlite3.Error) as e:
         raise GapbenchError(f"history database {path}: cannot open ({e})") from None
+    conn.text_factory = lambda b: b.decode("utf-8", "replace")  # text a hostile file holds reads as text
+    try:
+        conn.execute("PRAGMA trusted_schema=OFF")
+    except sqlite3.Error:
+        pass
+    return conn
+
+
+def connect(db_path: str | os.PathLike | None = None) -> sqlite3.Connection:
+    """Open (creating or upgrading) the history database; autocommit mode, transactions are explicit."""
+    path = _db_path(db_path)
+    conn = _open(path)
     try:
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute("BEGIN IMMEDIATE")
@@ -143,6 +183,10 @@ def connect(db_path: str | os.PathLike | None = None) -> sqlite3.Connection:
             elif version > SCHEMA_VERSION:
                 raise GapbenchError(f"history database {path}: layout version {version} is newer than this gapbench "
                                     f"reads ({SCHEMA_VERSION}); upgrade gapbench or point GAPBENCH_DB elsewhere")
+            elif version < 1:
+                raise GapbenchError(f"history database {path}: not a gapbench history file (layout version {version})")
+            else:
+                _check_objects(conn, version, path)
             while version is not None and version < SCHEMA_VERSION:
                 UPGRADES[version](conn)
                 version = _version(conn)
@@ -152,11 +196,47 @@ def connect(db_path: str | os.PathLike | None = None) -> sqlite3.Connection:
             raise
     except sqlite3.DatabaseError as e:
         conn.close()
-        raise GapbenchError(f"history database {path}: {e}") from None
+        raise GapbenchError(f"history database {path}: {_db_problem(e)}") from None
     except BaseException:
         conn.close()
         raise
     return conn
+
+
+def _reader(db_path: str | os.PathLike | None) -> sqlite3.Connection | None:
+    """A connection to read from: the usual one (it recovers a crashed write and upgrades an old layout), else,
+    where the file cannot be written, a read-only one; None when there is no history file yet."""
+    path = _db_path(db_path)
+    if not path.exists():
+        return None
+    try:
+        return connect(path)
+    except GapbenchError as e:
+        if "readonly" not in str(e) and "read-only" not in str(e):
+            raise
+    conn = _open(path, uri=f"{path.resolve().as_uri()}?mode=ro")
+    try:
+        version = _version(conn)
+        if version != SCHEMA_VERSION:
+            raise GapbenchError(f"history database {path}: read-only, and its layout (version {version}) needs an "
+                                "upgrade this gapbench cannot write")
+        _check_objects(conn, version, path)
+    except sqlite3.DatabaseError as e:
+        conn.close()
+        raise GapbenchError(f"history database {path}: {_db_problem(e)}") from None
+    except BaseException:
+        conn.close()
+        raise
+    return conn
+
+
+def _db_problem(e: sqlite3.Error) -> str:
+    text = str(e)
+    if "readonly" in text or "read-only" in text:
+        return f"cannot write ({text})"
+    if "malformed" in text or "not a database" in text or "corrupt" in text:
+        return f"damaged ({text}); move it aside and gapbench starts a new one"
+    return text
 
 
 # ---- writing ---------------------------------------------------------------------------------------------
@@ -183,10 +263,10 @@ def _measurement_rows(rs: ResultSet) -> Iterable[tuple]:
     for m in rs.measurements:
         s = m.stats
         yield (rs.run_id, m.workload, m.preset, json.dumps(m.variant, sort_keys=True), m.key, m.unit,
-               int(m.higher_is_better), m.status, m.value, m.reason, s.ci95[0] if s else None,
-               s.ci95[1] if s else None, s.n if s else None, int(s.noisy) if s else None, m.flops, m.bytes,
-               m.power_w, m.energy_j, json.dumps(m.metrics, sort_keys=True, default=str) if m.metrics else None,
-               m.started_at)
+               int(m.higher_is_better), m.status, _number(m.value), m.reason, _number(s.ci95[0]) if s else None,
+               _number(s.ci95[1]) if s else None, s.n if s else None, int(s.noisy) if s else None,
+               _number(m.flops), _number(m.bytes), _number(m.power_w), _number(m.energy_j),
+               json.dumps(m.metrics, sort_keys=True, default=str) if m.metrics else None, m.started_at)
 
 
 def _write(conn: sqlite3.Connection, rs: ResultSet) -> int:
@@ -215,6 +295,8 @@ def record(result_set: ResultSet, db_path: str | os.PathLike | None = None, *,
     conn = conn or connect(db_path)
     try:
         return _write(conn, result_set)
+    except sqlite3.Error as e:
+        raise GapbenchError(f"history database {db_path or default_path()}: {_db_problem(e)}") from None
     finally:
         if own:
             conn.close()
@@ -226,6 +308,8 @@ def import_files(paths: Iterable[str | os.PathLike], db_path: str | os.PathLike 
     conn = connect(db_path)
     try:
         return [(rs.path or "", rs.run_id, _write(conn, rs)) for rs in loaded]
+    except sqlite3.Error as e:
+        raise GapbenchError(f"history database {db_path or default_path()}: {_db_problem(e)}") from None
     finally:
         conn.close()
 
@@ -262,47 +346,41 @@ def history(workload: str, device: str | None = None, variant: dict | None = Non
             db_path: str | os.PathLike | None = None, limit: int | None = None) -> list[HistoryRow]:
     """Measurements of one workload over time, oldest first. device: a substring of the device product,
     type or run label (case-insensitive); variant: keys the measurement's variant must have with these values."""
-    conn = connect(db_path)
-    try:
-        sql = ("SELECT r.run_id, r.started_at, r.label, r.device_type, r.device_product, r.gapbench_version, "
-               "r.torch_version, r.runtime, m.workload, m.preset, m.variant, m.unit, m.status, m.value, m.ci_low, "
-               "m.ci_high, m.reason, r.device_json FROM measurements m JOIN runs r ON r.run_id = m.run_id WHERE m.workload = ?")
-        args: list = [workload]
-        if device:
-            sql += (" AND (LOWER(COALESCE(r.device_product,'')) LIKE ? OR LOWER(COALESCE(r.device_type,'')) LIKE ?"
-                    " OR LOWER(COALESCE(r.label,'')) LIKE ?)")
-            pat = f"%{device.lower()}%"
-            args += [pat, pat, pat]
-        sql += " ORDER BY r.started_at, r.run_id, m.id"
-        rows = conn.execute(sql, args).fetchall()
-    finally:
-        conn.close()
+    sql = ("SELECT r.run_id, r.started_at, r.label, r.device_type, r.device_product, r.gapbench_version, "
+           "r.torch_version, r.runtime, m.workload, m.preset, m.variant, m.unit, m.status, m.value, m.ci_low, "
+           "m.ci_high, m.reason, r.device_json FROM measurements m JOIN runs r ON r.run_id = m.run_id WHERE m.workload = ?")
+    args: list = [workload]
+    if device:
+        sql += (" AND (LOWER(COALESCE(r.device_product,'')) LIKE ? OR LOWER(COALESCE(r.device_type,'')) LIKE ?"
+                " OR LOWER(COALESCE(r.label,'')) LIKE ?)")
+        pat = f"%{device.lower()}%"
+        args += [pat, pat, pat]
+    sql += " ORDER BY r.started_at, r.run_id, m.id"
     out = []
-    for r in rows:
-        try:
-            v = json.loads(r[10])
-        except (TypeError, ValueError):
-            v = {"variant": r[10]}
-        if variant and any(str(v.get(k)) != str(val) for k, val in variant.items()):
+    for r in _query(db_path, sql, args):
+        row = _history_row(r)
+        if variant and any(str(row.variant.get(k)) != str(val) for k, val in variant.items()):
             continue
-        ci = (r[14], r[15]) if r[14] is not None and r[15] is not None else None
-        threads = None
-        if r[3] == "cpu" and r[17]:
-            try:
-                threads = json.loads(r[17]).get("threads")
-            except (TypeError, ValueError, AttributeError):
-                threads = None
-        out.append(HistoryRow(r[0], r[1], r[2], r[3], r[4], r[5], r[6], r[7], r[8], r[9], v, r[11], r[12], r[13],
-                              ci, r[16], threads if isinstance(threads, int) else None))
+        out.append(row)
     return out[-limit:] if limit else out
 
 
 def workloads(db_path: str | os.PathLike | None = None) -> list[tuple[str, int]]:
     """(workload, number of measurements) recorded, for a history without --workload."""
-    conn = connect(db_path)
+    rows = _query(db_path, "SELECT workload, COUNT(*) FROM measurements GROUP BY workload ORDER BY workload", [])
+    return [(_text(w) or "?", n if isinstance(n, int) else 0) for w, n in rows]
+
+
+def _query(db_path, sql: str, args: list) -> list[tuple]:
+    """Every row of one query on the history (none when there is no history yet); a damaged or foreign
+    file is a GapbenchError."""
+    conn = _reader(db_path)
+    if conn is None:
+        return []
     try:
-        return [(w, n) for w, n in conn.execute(
-            "SELECT workload, COUNT(*) FROM measurements GROUP BY workload ORDER BY workload")]
+        return conn.execute(sql, args).fetchall()
+    except sqlite3.Error as e:
+        raise GapbenchError(f"history database {db_path or default_path()}: {_db_problem(e)}") from None
     finally:
         conn.close()
 
@@ -349,3 +427,50 @@ def run_spread(device: dict, workload: str, variant: dict, *, exclude_runs: tupl
     if len(values) < minimum:
         return None
     return statistics.stdev(values), len(values)
+
+
+def _history_row(r: tuple) -> HistoryRow:
+    """A row as gapbench wrote it; a value of the wrong type (SQLite keeps whatever it is given) reads as
+    missing, never as a crash."""
+    v = _json_object(r[10])
+    if v is None:
+        v = {"variant": _text(r[10])}
+    lo, hi = _number(r[14]), _number(r[15])
+    ci = (lo, hi) if lo is not None and hi is not None else None
+    threads = None
+    if r[3] == "cpu":
+        dev = _json_object(r[17]) or {}
+        threads = dev.get("threads") if type(dev.get("threads")) is int else None
+    t = [_text(x) for x in r]
+    return HistoryRow(t[0] or "?", t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8] or "?", t[9], v, t[11],
+                      t[12] or "?", _number(r[13]), ci, t[16], threads)
+
+
+def _text(x) -> str | None:
+    if x is None:
+        return None
+    if isinstance(x, bytes):
+        x = x.decode("utf-8", "replace")
+    return str(x)[:_MAX_TEXT]
+
+
+def _number(x) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return None
+    try:
+        x = float(x)
+    except OverflowError:
+        return None
+    return x if math.isfinite(x) else None
+
+
+def _json_object(text) -> dict | None:
+    from pydantic_core import from_json  # strict and bounded in depth, unlike json.loads
+
+    if not isinstance(text, (str, bytes)) or len(text) > _MAX_TEXT:
+        return None
+    try:
+        obj = from_json(text.encode() if isinstance(text, str) else text, allow_inf_nan=False)
+    except (ValueError, UnicodeEncodeError):
+        return None
+    return obj if isinstance(obj, dict) else None

@@ -12,6 +12,8 @@ from gapbench.compare import compare, parse_prices
 from gapbench.report import render
 from gapbench.report.terminal import terminal_renderables
 
+TERMINAL_ROWS = 2000
+
 HELP = "gap table between results files (and published references), with uncertainty and % of peak"
 
 
@@ -37,6 +39,10 @@ def main(args) -> int:
                    allow_flagged=args.allow_flagged, interactivity=args.interactivity or None)
     fmt = "json" if args.json else args.format
     if fmt == "terminal":
+        if len(comp.rows) > TERMINAL_ROWS:  # a table that long is read in a file, and rich draws it slowly
+            comp.warnings.append(f"the terminal shows the first {TERMINAL_ROWS:,} of {len(comp.rows):,} rows; "
+                                 "--format md, csv or json, or `gapbench report`, show every row")
+            comp.rows = comp.rows[:TERMINAL_ROWS]
         for w in comp.warnings:
             err.print(f"[yellow]warning:[/] {escape(w)}", markup=True, highlight=False)
         comp.warnings = []

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 from rich.table import Table
 
-from gapbench.cli._output import out
+from gapbench.cli._output import out, print_json
 
 HELP = "show the device identity and software stack as gapbench sees it"
 
@@ -22,7 +20,7 @@ def main(args) -> int:
     dev = devices.resolve(args.device)
     data = {"available": devices.available_types(), "host": devices.host_identity(), "device": dev.identity()}
     if args.json:
-        print(json.dumps(data, indent=1, default=str))
+        print_json(data)
         return 0
     for title, section in (("host", data["host"]), (f"device {dev}", data["device"])):
         t = Table(title=title, title_justify="left", show_header=False)

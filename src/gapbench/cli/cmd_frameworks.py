@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 from rich.table import Table
+from rich.text import Text
 
-from gapbench.cli._output import out
+from gapbench.cli._args import seconds
+from gapbench.cli._output import out, print_json
 from gapbench.errors import GapbenchError
 
 HELP = "which DL frameworks (PyTorch, JAX, TensorFlow, Paddle, MindSpore, ONNX Runtime) run on the device"
@@ -18,31 +18,33 @@ def add_arguments(p) -> None:
     p.add_argument("--device", help="device type to probe for: cuda, xpu, npu, mps, cpu (default: the best found)")
     p.add_argument("--json", action="store_true", help="machine-readable output (a list of rows)")
     p.add_argument("--output", "-o", metavar="FILE", help="also write a gapbench results file with this matrix")
-    p.add_argument("--timeout", type=float, default=None, metavar="S",
+    p.add_argument("--timeout", type=seconds, default=None, metavar="S",
                    help="seconds each framework's probe may take (default 120)")
+    p.add_argument("--force", action="store_true", help="replace an existing results file at --output")
 
 
 def main(args) -> int:
-    from gapbench import frameworks
+    from gapbench import frameworks, results
 
     device_type = _device_type(args.device)
-    if args.timeout is not None and args.timeout <= 0:
-        raise GapbenchError("--timeout must be positive")
+    if args.output:
+        results.check_output(args.output, force=args.force)
     rows = frameworks.probe_all(device_type, timeout_s=args.timeout or frameworks.DEFAULT_TIMEOUT_S)
     if args.output:
         _write(args.output, args.device, device_type, rows)
     if args.json:
-        print(json.dumps(rows, indent=1))
+        print_json(rows)
         return 0
     t = Table(title=f"frameworks on {device_type}", title_justify="left")
     for col in ("framework", "version", "status", "device", "reason"):
         t.add_column(col)
-    for r in rows:
-        status = f"[{_COLOR.get(r['status'], 'red')}]{r['status']}[/]"
-        t.add_row(r["framework"], r["version"] or "-", status, r["device"] or "-", r["reason"] or "")
+    for r in rows:  # Text cells: what a probe printed is never read as markup
+        t.add_row(Text(str(r["framework"])), Text(str(r["version"] or "-")),
+                  Text(str(r["status"]), style=_COLOR.get(r["status"], "red")), Text(str(r["device"] or "-")),
+                  Text(str(r["reason"] or "")))
     out.print(t)
     if args.output:
-        out.print(f"wrote {args.output}")
+        out.print(f"wrote {args.output}", markup=False)
     return 0
 
 
@@ -70,4 +72,4 @@ def _write(path: str, spec: str | None, device_type: str, rows: list[dict]) -> N
     try:
         results.save(rs, path)
     except OSError as e:
-        raise GapbenchError(f"cannot write {path}: {e}") from None
+        raise GapbenchError(f"cannot write {path}: {e.strerror or e}") from None

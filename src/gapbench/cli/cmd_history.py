@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import json
-
 from gapbench import store
-from gapbench.cli._output import err, out
+from gapbench.cli._args import count
+from gapbench.cli._output import err, out, print_json
 from gapbench.errors import GapbenchError
 from gapbench.report.kit import rich_table
 from gapbench.report.runs import history_table
@@ -20,7 +19,7 @@ def add_arguments(p) -> None:
                    help="only variants with this parameter value (repeatable), e.g. dtype=fp32")
     p.add_argument("--import", dest="import_files", nargs="+", metavar="FILE", help="record results files first")
     p.add_argument("--db", help=f"database file (default: $GAPBENCH_DB or {store.default_path()})")
-    p.add_argument("--limit", type=int, help="only the last N rows")
+    p.add_argument("--limit", type=count, help="only the last N rows")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -45,8 +44,8 @@ def main(args) -> int:
     if not args.workload:
         held = store.workloads(db)
         if args.json:
-            print(json.dumps({"db": str(db or store.default_path()), "imported": imported,
-                              "workloads": [{"workload": w, "measurements": n} for w, n in held]}, indent=1))
+            print_json({"db": str(db or store.default_path()), "imported": imported,
+                        "workloads": [{"workload": w, "measurements": n} for w, n in held]})
             return 0
         if not args.import_files:
             if not held:
@@ -58,7 +57,7 @@ def main(args) -> int:
     rows = store.history(args.workload, device=args.device, variant=_variant_filter(args.variant), db_path=db,
                          limit=args.limit)
     if args.json:
-        print(json.dumps({"workload": args.workload, "rows": [r.to_dict() for r in rows]}, indent=1, default=str))
+        print_json({"workload": args.workload, "rows": [r.to_dict() for r in rows]})
         return 0
     if not rows:
         raise GapbenchError(f"no history for workload {args.workload!r}"

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 from rich.table import Table
 
 from gapbench import suites, workloads
-from gapbench.cli._output import out
+from gapbench.cli._output import out, print_json
 from gapbench.errors import GapbenchError
 
 HELP = "list workloads, their presets, and suites"
@@ -30,7 +28,7 @@ def main(args) -> int:
     suite_rows = [{"name": n, "description": s["description"],
                    "entries": [e if isinstance(e, str) else e for e in s["entries"]]} for n, s in suites.SUITES.items()]
     if args.json:
-        print(json.dumps({"workloads": rows, "suites": suite_rows}, indent=1))
+        print_json({"workloads": rows, "suites": suite_rows})
         return 0
     t = Table(title="workloads", title_justify="left")
     for c in ("workload", "category", "unit", "presets", "description"):

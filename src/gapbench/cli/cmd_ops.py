@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
+from gapbench.cli._output import print_json
 from gapbench.errors import GapbenchError
 
 HELP = "list the ATen operators a model uses, and with --against their coverage status on a device"
@@ -50,7 +50,7 @@ def main(args) -> int:
                 row.update({k: v for k, v in verdict.statuses[row["op"]].items()})
             data["verdict"] = verdict.line
             data["against"] = args.against
-        print(json.dumps(data, indent=1))
+        print_json(data)
     else:
         from rich.console import Console
         from rich.text import Text

@@ -9,6 +9,7 @@ from gapbench.cli._inputs import add_label_argument, platform_inputs
 from gapbench.compare import compare, parse_prices
 from gapbench.errors import GapbenchError
 from gapbench.report import render
+from gapbench.results import check_output, write_text_atomic
 
 HELP = "write a self-contained HTML report (gap table, plots, roofline, environments, failures)"
 
@@ -27,10 +28,13 @@ def add_arguments(p) -> None:
                    "all curves reach)")
     p.add_argument("--price", action="append", default=[], metavar="NAME=USD_PER_HOUR")
     p.add_argument("--title", default="gapbench report")
+    p.add_argument("--force", action="store_true", help="replace a results file at --output (never one of the inputs)")
 
 
 def main(args) -> int:
     fmt = args.format or {".md": "md", ".csv": "csv", ".json": "json"}.get(Path(args.output).suffix.lower(), "html")
+    if args.output != "-":
+        check_output(args.output, inputs=args.files, force=args.force)
     inputs, labels = platform_inputs(args.files, args.label)
     comp = compare(inputs, baseline=args.baseline, labels=labels, refs=args.ref, prices=parse_prices(args.price),
                    allow_flagged=args.allow_flagged, interactivity=args.interactivity or None)
@@ -42,10 +46,7 @@ def main(args) -> int:
         return 0
     out = Path(args.output)
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        tmp = out.with_name(f".{out.name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(out)
+        write_text_atomic(out, text)
     except OSError as e:
         raise GapbenchError(f"cannot write {out}: {e.strerror or e}") from None
     print(f"wrote {out} ({len(text.encode('utf-8')) // 1024 + 1} KiB, {len(comp.rows)} rows, "

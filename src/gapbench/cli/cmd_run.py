@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from gapbench.cli._output import err, out
+from gapbench.cli._args import count, gib, label, seconds
+from gapbench.cli._output import err, out, print_json
 from gapbench.errors import GapbenchError
 from gapbench.report.kit import one_line, rich_table, variant_text
 from gapbench.report.runs import results_table
-from gapbench.results import Measurement
+from gapbench.results import Measurement, check_output
 
 HELP = "run a suite or chosen workloads on a device and write a results file"
 
@@ -28,26 +28,26 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="a Python file defining Workload classes (repeatable)")
     p.add_argument("--output", "-o", help="results file (default: gapbench-<device>-<time>.json)")
     p.add_argument("--resume", metavar="RESULTS.json", help="finish an interrupted run without redoing finished work")
-    p.add_argument("--budget", type=float, metavar="SECONDS", help="wall-time budget for the whole run")
-    p.add_argument("--variant-budget", type=float, metavar="SECONDS",
+    p.add_argument("--budget", type=seconds, metavar="SECONDS", help="wall-time budget for the whole run")
+    p.add_argument("--variant-budget", type=seconds, metavar="SECONDS",
                    help="budget per variant (default 10 s for the quick suite, 60 s otherwise)")
-    p.add_argument("--timeout", type=float, metavar="SECONDS",
+    p.add_argument("--timeout", type=seconds, metavar="SECONDS",
                    help="hard time limit per variant before its worker is killed (default 3×budget + 30 s)")
-    p.add_argument("--min-time", type=float, default=None, metavar="SECONDS",
+    p.add_argument("--min-time", type=seconds, default=None, metavar="SECONDS",
                    help="minimum measured time per repeat (default 0.1)")
-    p.add_argument("--repeats", type=int, default=None, help="repeats per variant (default 7)")
-    p.add_argument("--runs", type=int, default=None, metavar="N",
+    p.add_argument("--repeats", type=count, default=None, help="repeats per variant (default 7)")
+    p.add_argument("--runs", type=count, default=None, metavar="N",
                    help="N independent runs (passes), workloads interleaved across them, each in fresh workers; "
                         "compare then judges gaps by the spread between runs (default 1)")
-    p.add_argument("--threads", type=int, help="CPU threads for the workloads (torch.set_num_threads)")
-    p.add_argument("--memory-limit", type=float, metavar="GIB",
+    p.add_argument("--threads", type=count, help="CPU threads for the workloads (torch.set_num_threads)")
+    p.add_argument("--memory-limit", type=gib, metavar="GIB",
                    help="address-space limit of each CPU worker (default 85%% of RAM); exceeding it is `oom`")
     p.add_argument("--dtype", help="precision override: fp32, tf32, bf16, fp16, fp8, int8 (comma list for gemm)")
     p.add_argument("--compile", action="store_true", help="torch.compile the model workloads")
     p.add_argument("--attention", help="attention backend for model workloads: sdpa, eager, flash, efficient, math")
     p.add_argument("--batch-size", help="batch size for model workloads: a number or 'auto' (llm-infer: also a "
                    "comma list; default there: the sweep 1, 2, 4, … up to memory)")
-    p.add_argument("--steps", type=int, help="denoising steps for diffusion workloads")
+    p.add_argument("--steps", type=count, help="denoising steps for diffusion workloads")
     p.add_argument("--flush-cache", action="store_true", help="flush the last-level cache before each GEMM call")
     _inference_arguments(p)
     p.add_argument("--nproc", type=int, metavar="N",
@@ -58,10 +58,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="train the model workloads data-parallel on every rank: DDP or FSDP2 (fully_shard)")
     p.add_argument("--no-baseline", action="store_true",
                    help="with --parallel: skip the single-device run that scaling efficiency is measured against")
-    p.add_argument("--label", help="platform name used by compare/report (default: the device product)")
+    p.add_argument("--label", type=label, help="platform name used by compare/report (default: the device product)")
     p.add_argument("--no-history", action="store_true", help="do not record the run in the history database")
     p.add_argument("--json", action="store_true", help="print the results file to stdout instead of a table")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    p.add_argument("--force", action="store_true", help="replace an existing results file at --output")
 
 
 def _inference_arguments(p: argparse.ArgumentParser) -> None:
@@ -159,8 +160,10 @@ def _batch_size(text: str):
         return text
     try:
         sizes = [int(x) for x in text.split(",")]
+        if min(sizes) < 1:
+            raise ValueError
     except ValueError:
-        raise GapbenchError(f"--batch-size must be a number, a comma list of numbers or 'auto', not {text!r}") from None
+        raise GapbenchError(f"--batch-size must be a whole number of at least 1, a comma list of them or 'auto', not {text!r}") from None
     return sizes[0] if len(sizes) == 1 else sizes
 
 
@@ -177,6 +180,8 @@ def _check(args) -> None:
         raise GapbenchError("--resume is not available under an external launcher (torchrun); start the job again")
     if args.parallel and not args.nproc and "RANK" not in os.environ:
         raise GapbenchError("--parallel trains on several ranks: add --nproc N, or run gapbench under torchrun")
+    if args.output and not args.resume:
+        check_output(args.output, inputs=args.workload_file, force=args.force, resume_hint=True)
 
 
 def _plan(args, runner):
@@ -194,7 +199,7 @@ def _plan(args, runner):
 
 def _print(rs, as_json: bool) -> None:
     if as_json:
-        print(json.dumps(rs.to_dict(), indent=1))
+        print_json(rs.to_dict())
         return
     from gapbench.distributed.summary import headline_lines
 
@@ -219,7 +224,7 @@ def main(args) -> int:
     try:
         with progress if progress else contextlib.nullcontext():
             rs = runner.run_suite(plan, output=args.output, resume=args.resume, reporter=reporter,
-                                  history=not args.no_history)
+                                  history=not args.no_history, force=args.force)
     except runner.Interrupted as e:
         err.print(f"gapbench: {e}", markup=False)
         return 130

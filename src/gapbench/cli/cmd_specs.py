@@ -8,7 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from gapbench import specs
-from gapbench.cli._output import out
+from gapbench.cli._output import out, print_json
 from gapbench.report.kit import fmt_num
 
 HELP = "known accelerators with dense peak TFLOPS per dtype, memory, power, price; published references"
@@ -40,7 +40,7 @@ def main(args) -> int:
                 "references": [r.__dict__ for r in refs], "published_gaps": [g.__dict__ for g in gaps],
                 "dense": True, "units": {"tflops": "TFLOPS (int8: TOPS), dense", "memory_gb": "GB",
                                          "bandwidth_tbs": "TB/s", "tdp_w": "W", "price_usd_per_hour": "USD"}}
-        print(json.dumps(data, indent=1))
+        print_json(data)
         return 0
     t = Table(title="accelerators (dense peaks, per torch device; int8 in TOPS)", title_justify="left")
     for c in ("key", "name", *specs.DTYPES, "memory GB", "TB/s", "TDP W", "$/h", "conf."):

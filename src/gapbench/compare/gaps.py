@@ -56,8 +56,10 @@ def gap_pct(value: float | None, baseline: float | None, higher_is_better: bool 
     if value is None or baseline is None or not math.isfinite(value) or not math.isfinite(baseline):
         return None
     if higher_is_better:
-        return None if baseline == 0 else (value - baseline) / baseline * 100.0
-    return None if value == 0 else (baseline / value - 1.0) * 100.0
+        pct = None if baseline == 0 else (value - baseline) / baseline * 100.0
+    else:
+        pct = None if value == 0 else (baseline / value - 1.0) * 100.0
+    return pct if pct is not None and math.isfinite(pct) else None  # a ratio beyond a double is no gap
 
 
 def intervals_overlap(a: Stats | None, b: Stats | None) -> bool | None:

@@ -3,6 +3,8 @@ matched to the rows they describe."""
 
 from __future__ import annotations
 
+import functools
+
 from gapbench import specs as specs_mod
 from gapbench.errors import GapbenchError
 from gapbench.results import Measurement, ResultSet
@@ -101,10 +103,16 @@ def published_for(specs: list, baseline: int, workload: str, variant: dict) -> d
     base_spec = specs[baseline]
     if base_spec is None:
         return out
-    for pg in specs_mod.load_published_gaps():
+    for pg in _published_gaps():
         if pg.workload != workload or pg.baseline != base_spec.key or not reference_matches(pg.variant, variant):
             continue
         for i, sp in enumerate(specs):
             if i != baseline and sp is not None and sp.key == pg.platform:
                 out[i] = pg
     return out
+
+
+@functools.lru_cache(maxsize=1)
+def _published_gaps() -> tuple:
+    """The published gaps, read once per process (published_for runs once per row)."""
+    return tuple(specs_mod.load_published_gaps())

@@ -6,7 +6,6 @@ as an error ("timeout" / "crashed") and a fresh worker carries on with the rest.
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from collections.abc import Callable
@@ -14,15 +13,15 @@ from pathlib import Path
 
 import torch
 
-from gapbench import devices
+from gapbench import devices, schema
 from gapbench.coverage import children
 from gapbench.coverage.children import ChildFailed, run_simple
 from gapbench.coverage.summary import headline, summarize
 from gapbench.engine import failures
-from gapbench.engine.journal import Journal
+from gapbench.engine.journal import MAX_JOURNAL_BYTES, Journal
 from gapbench.engine.journal import journal_path as _journal_path
-from gapbench.errors import GapbenchError
-from gapbench.results import ResultSet, now_iso, save
+from gapbench.errors import GapbenchError, ResultFileError
+from gapbench.results import ResultSet, now_iso, parse_json, read_bytes, save
 
 DEFAULT_DTYPES = ("float32",)
 STARTUP_S = 180.0  # importing the OpInfo database takes seconds; a cold disk can take much longer
@@ -70,26 +69,23 @@ def list_ops(pattern: str | None = None, extra_ops: str | None = None) -> list[d
 
 
 def read_journal(path: str | Path) -> tuple[dict, dict[str, dict]]:
-    """(header, finished rows by unit key) from a journal; a results file is accepted too (its coverage.ops)."""
+    """(header, finished rows by unit key) from a journal; a results file is accepted too (its coverage.ops).
+    Rows that break the schema are left out (audited again); a file that is neither is a GapbenchError."""
     p = Path(path)
-    if not p.is_file():
-        raise GapbenchError(f"--resume {path}: no such file")
-    text = p.read_text(encoding="utf-8", errors="replace")
-    if text.lstrip().startswith("{") and '"schema_version"' in text[:2000]:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError:
-            data = None
-        if isinstance(data, dict):
-            cov = data.get("coverage") or {}
-            rows = {unit_key(r["op"], r.get("variant") or "", r["dtype"]): r for r in cov.get("ops", [])}
-            header = {"device": (cov.get("device") or {}).get("type"), "torch": cov.get("torch")}
-            return header, rows
+    try:
+        data = read_bytes(p, limit=MAX_JOURNAL_BYTES)
+    except ResultFileError as e:
+        raise GapbenchError(f"--resume {e}") from None
+    if data.lstrip().startswith(b"{") and b'"schema_version"' in data[:2000]:
+        cov = ResultSet.from_dict(parse_json(data, str(p)), path=str(p)).coverage or {}
+        rows = {unit_key(r["op"], r.get("variant") or "", r["dtype"]): r for r in cov.get("ops") or []}
+        header = {"device": (cov.get("device") or {}).get("type"), "torch": cov.get("torch")}
+        return header, rows
     contents = Journal(p).read(is_header=lambda o: "journal" in o, what="coverage journal")
     if contents.header is None:
         raise GapbenchError(f"--resume {path}: not a coverage journal (no header line)")
     rows = {str(o["unit"]): o["row"] for o in contents.entries
-            if "unit" in o and isinstance(o.get("row"), dict)}
+            if isinstance(o.get("unit"), str) and isinstance(o.get("row"), dict) and schema.is_coverage_row(o["row"])}
     return contents.header, rows
 
 

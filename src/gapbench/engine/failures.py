@@ -3,9 +3,12 @@ actually happened (the limit applied, the signal, where a crash happened)."""
 
 from __future__ import annotations
 
+import os
 import re
 import signal
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]+)", line (?P<line>\d+) in (?P<func>\S+)')
 
@@ -24,18 +27,28 @@ def signal_name(sig: int) -> str:
 
 
 def crash_location(log: str) -> str:
-    """'file.py:12 in f' of the innermost frame faulthandler printed for the crashing thread, or ''."""
+    """'file.py:12 in f' of the innermost frame faulthandler printed for the crashing thread, followed by the
+    innermost frame of the user's own code when that is another one ('… (from my_bench.py:30 in run)'), or ''."""
     lines = log.splitlines()
     start = next((i for i, ln in enumerate(lines) if ln.startswith(("Current thread", "Thread 0x"))), None)
     if start is None:
         return ""
+    frames = []
     for ln in lines[start + 1:]:
         m = _FRAME.match(ln)
-        if m:
-            return f"{m.group('file').rsplit('/', 1)[-1]}:{m.group('line')} in {m.group('func')}"
-        if not ln.strip():
+        if not m:
             break
-    return ""
+        frames.append((m.group("file"), f"{m.group('file').rsplit('/', 1)[-1]}:{m.group('line')} in {m.group('func')}"))
+    if not frames:
+        return ""
+    own = next((text for path, text in frames if not _installed(path)), None)
+    return frames[0][1] + (f" (from {own})" if own and own != frames[0][1] else "")
+
+
+def _installed(path: str) -> bool:
+    """Whether a frame's file is Python's, an installed package's or gapbench's own, not the user's code."""
+    roots = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(__file__).resolve().parents[1])}
+    return "site-packages" in path or "dist-packages" in path or any(path.startswith(r + os.sep) for r in roots)
 
 
 def last_message(log: str) -> str:

@@ -1,7 +1,7 @@
 """An fsynced JSON-lines journal of finished work: a header line, then one line per finished item.
 
 Each line is flushed and fsynced as it is written, so a `kill -9` loses nothing finished; a line torn by
-the kill is skipped on reading (its item runs again). Suite runs journal measurements; coverage audits
+the kill (or otherwise unreadable) is skipped on reading (its item runs again). Suite runs journal measurements; coverage audits
 journal operator rows.
 """
 
@@ -10,9 +10,11 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from gapbench.errors import GapbenchError
+from gapbench.errors import GapbenchError, ResultFileError
+from gapbench.results import MAX_FILE_BYTES, json_safe, read_bytes, write_text_atomic
+
+MAX_JOURNAL_BYTES = 4 * MAX_FILE_BYTES  # a journal line carries more than a results file's measurement
 
 
 def journal_path(output: str | os.PathLike) -> str:
@@ -33,15 +35,12 @@ class Journal:
         self.path = str(path)
 
     def start(self, header: dict, entries: list[dict] | None = None) -> None:
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-        with open(self.path, "w", encoding="utf-8") as f:
-            for obj in [header, *(entries or [])]:
-                f.write(_line(obj))
-            f.flush()
-            os.fsync(f.fileno())
+        """A fresh journal, or a resumed one rewritten with what it kept: atomically, so a kill during the
+        rewrite leaves the old journal, never a shorter one."""
+        write_text_atomic(self.path, "".join(_line(obj) for obj in [header, *(entries or [])]))
 
     def append(self, entry: dict) -> None:
-        with open(self.path, "a", encoding="utf-8") as f:
+        with open(self.path, "a", encoding="utf-8", errors="replace") as f:
             f.write(_line(entry))
             f.flush()
             os.fsync(f.fileno())
@@ -58,26 +57,26 @@ class Journal:
     def read(self, *, is_header, what: str = "journal") -> JournalContents:
         """Every readable line: the first for which is_header(obj) is true is the header, the rest entries.
 
-        A malformed line that is not the last is a file that is no journal of this kind: GapbenchError.
+        A line that is not a JSON object (torn by a kill, or damaged) is counted in `torn` and skipped: its
+        item runs again. A file that is not a regular file, or is larger than MAX_JOURNAL_BYTES, is refused.
         """
+        from pydantic_core import from_json  # strict JSON, bounded in depth: a hostile line is just unreadable
+
         try:
-            with open(self.path, encoding="utf-8", errors="replace") as f:
-                lines = f.read().splitlines()
-        except OSError as e:
-            raise GapbenchError(f"cannot read {what} {self.path}: {e.strerror or e}") from None
+            data = read_bytes(self.path, limit=MAX_JOURNAL_BYTES)
+        except ResultFileError as e:
+            raise GapbenchError(f"cannot read {what} {e}") from None
         out = JournalContents()
-        for n, line in enumerate(lines, 1):
+        for line in data.split(b"\n"):
             if not line.strip():
                 continue
             try:
-                obj = json.loads(line)
-            except (json.JSONDecodeError, RecursionError):
+                obj = from_json(line, allow_inf_nan=False)
+            except ValueError:
                 obj = None
             if not isinstance(obj, dict):
-                if n == len(lines):
-                    out.torn += 1  # the line a kill cut short
-                    continue
-                raise GapbenchError(f"{self.path}: line {n} is not a {what} line (not JSON)")
+                out.torn += 1
+                continue
             if out.header is None and is_header(obj):
                 out.header = obj
             else:
@@ -86,4 +85,4 @@ class Journal:
 
 
 def _line(obj: dict) -> str:
-    return json.dumps(obj, allow_nan=False, default=str) + "\n"
+    return json.dumps(json_safe(obj), allow_nan=False) + "\n"

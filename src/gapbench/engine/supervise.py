@@ -109,6 +109,41 @@ def _parent_of(pid: int) -> int | None:
         return None
 
 
+DIR_PREFIX = "gapbench-child-"  # + the parent's pid: the event FIFO's folder, removed when the child is closed
+_swept = False
+
+
+def sweep_stale_dirs() -> list[str]:
+    """Remove the folders children of a parent that was killed (kill -9 runs no clean-up) left behind: those
+    whose parent pid is gone. Once per process; returns what was removed."""
+    global _swept
+    if _swept:
+        return []
+    _swept = True
+    gone = []
+    base = tempfile.gettempdir()
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return gone
+    for name in names:
+        pid = name[len(DIR_PREFIX):].split("-", 1)[0] if name.startswith(DIR_PREFIX) else ""
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+            gone.append(name)
+    return gone
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process
+        return True
+    return True
+
+
 class Child:
     """One supervised child process (see the module docstring)."""
 
@@ -116,7 +151,8 @@ class Child:
                  what: str = "worker", cwd: str | None = None):
         self.what = what
         self.token = uuid.uuid4().hex
-        self._dir = tempfile.mkdtemp(prefix="gapbench-child-")
+        sweep_stale_dirs()
+        self._dir = tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-")
         self.events_path = os.path.join(self._dir, "events")
         os.mkfifo(self.events_path, 0o600)
         self._r = os.open(self.events_path, os.O_RDONLY | os.O_NONBLOCK)

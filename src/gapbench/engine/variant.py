@@ -78,5 +78,22 @@ def run_variant(w: Workload, v: Variant, ctx: Context) -> Measurement:
         except Exception:
             peak = None
     metrics = m.metrics if "category" in m.metrics else {**m.metrics, "category": w.category}
-    return replace(m, peak_memory_bytes=peak, duration_s=time.monotonic() - t0, started_at=started,
-                   preset=ctx.preset, metrics=metrics)
+    m = replace(m, peak_memory_bytes=peak, duration_s=time.monotonic() - t0, started_at=started,
+                preset=ctx.preset, metrics=metrics)
+    return within_schema(m, w, v, ctx)
+
+
+def within_schema(m: Measurement, w: Workload, v: Variant, ctx: Context) -> Measurement:
+    """The measurement, or an `error` saying why when it would break the results schema as written (an ok
+    value that is NaN, zero or negative, a reversed interval, a unit too long for a table): what a run
+    writes, gapbench reads back."""
+    from gapbench import schema
+
+    try:
+        schema.check_measurement(m.to_dict())
+    except schema.SchemaError as e:
+        bad = w.failed(v, ctx, "error", f"{w.name}.run() returned a measurement that breaks the results schema: {e}")
+        return replace(bad, workload=str(m.workload)[: schema.MAX_NAME] or w.name or "?",
+                       unit=str(m.unit or w.unit or "-")[: schema.MAX_NAME], peak_memory_bytes=m.peak_memory_bytes,
+                       duration_s=m.duration_s, started_at=m.started_at, preset=ctx.preset)
+    return m

@@ -3,10 +3,9 @@ the takeaway, the side tables). Strict JSON: no NaN or Infinity."""
 
 from __future__ import annotations
 
-import json
-
 from gapbench.compare import Comparison
 from gapbench.report.kit import coverage_table, frameworks_table, frontier_lines, gap_text, takeaway_lines
+from gapbench.results import json_text
 
 
 def comparison_document(comp: Comparison) -> dict:
@@ -27,14 +26,4 @@ def comparison_document(comp: Comparison) -> dict:
 
 
 def render_json(comp: Comparison) -> str:
-    return json.dumps(_finite(comparison_document(comp)), indent=1, default=str, allow_nan=False) + "\n"
-
-
-def _finite(obj):
-    if isinstance(obj, float):
-        return obj if obj == obj and abs(obj) != float("inf") else None
-    if isinstance(obj, dict):
-        return {k: _finite(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_finite(v) for v in obj]
-    return obj
+    return json_text(comparison_document(comp)) + "\n"

@@ -338,16 +338,21 @@ RICH_STYLES = {STYLE_BETTER: "green", STYLE_WORSE: "red", STYLE_NOISE: "dim", ST
                "manual": "yellow", "auto": "cyan", "works": "green"}
 
 
+TERMINAL_CELL = 500  # characters of one terminal cell; a longer string (a reason, a name) is cut with "…"
+
+
 def rich_table(t: Table):
-    """A Table as a rich Table; cells are Text objects, so no string from a file is read as markup."""
+    """A Table as a rich Table; cells are Text objects, so no string from a file is read as markup, and no
+    cell is longer than TERMINAL_CELL characters."""
     from rich.table import Table as RichTable
     from rich.text import Text
 
-    rt = RichTable(title=Text(t.title) if t.title else None, title_justify="left")
+    rt = RichTable(title=Text(_cut(t.title, TERMINAL_CELL)) if t.title else None, title_justify="left")
     for j, h in enumerate(t.headers):
-        rt.add_column(Text(str(h)), justify="right" if t.is_numeric(j) else "left", overflow="fold")
+        rt.add_column(Text(_cut(str(h), TERMINAL_CELL)), justify="right" if t.is_numeric(j) else "left", overflow="fold")
     for i, row in enumerate(t.rows):
-        rt.add_row(*[Text(str(c), style=RICH_STYLES.get(t.style(i, j), "")) for j, c in enumerate(row)])
+        rt.add_row(*[Text(_cut(str(c), TERMINAL_CELL), style=RICH_STYLES.get(t.style(i, j), ""))
+                     for j, c in enumerate(row)])
     return rt
 
 
@@ -439,3 +444,7 @@ def frontier_lines(comp) -> list[str]:
         lines.append("Between frontier points the curve is linear; below its lowest interactivity a curve gives its "
                      "highest throughput, beyond its highest it is not extended (\"not reached\").")
     return lines
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

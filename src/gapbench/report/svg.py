@@ -92,6 +92,10 @@ def _roofline_points(comp: Comparison, index: int) -> list[tuple[float, float, s
     return points
 
 
+def _log_range(lo: float, hi: float) -> bool:
+    return 0 < lo < hi and math.isfinite(hi)
+
+
 class _LogAxes:
     """Log-log plot coordinates and their grid."""
 
@@ -142,6 +146,8 @@ def roofline(comp: Comparison, index: int, width: int = 560, height: int = 380) 
         for v in peaks.values():
             xmin, xmax = min(xmin, v / bw / 4), max(xmax, v / bw * 4)
         ymin = min(ymin, bw * xmin)
+    if not _log_range(xmin, xmax) or not _log_range(ymin, ymax):
+        return None  # numbers no log axis can hold (beyond a double, or down to zero): no plot
     ax = _LogAxes(width, height, (xmin, xmax), (ymin, ymax))
     out = ax.frame(f"roofline of {p.name}")
     left, top, pw, ph = ax.left, ax.top, ax.pw, ax.ph
