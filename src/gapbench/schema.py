@@ -122,6 +122,7 @@ class StatsModel(_Open):
     mean: float | None = None
     stdev: Annotated[float, Field(ge=0)] | None = None
     noisy: bool | None = None
+    ci_level: Annotated[float, Field(gt=0, le=1)] | None = None  # the interval's coverage (below 0.95 with few repeats)
 
     @field_validator("ci95")
     @classmethod
