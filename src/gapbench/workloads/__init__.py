@@ -25,6 +25,8 @@ BUILTIN: dict[str, str] = {
     "sparse": "gapbench.workloads.sparse:Sparse",
     "dynamic-shapes": "gapbench.workloads.dynamic_shapes:DynamicShapes",
     "amp-train": "gapbench.workloads.amp_train:AmpTrain",
+    "gemm-libs": "gapbench.workloads.gemm_libs:GemmLibs",
+    "attention-libs": "gapbench.workloads.attention_libs:AttentionLibs",
 }
 
 ENTRY_POINT_GROUP = "gapbench.workloads"

@@ -123,16 +123,16 @@ class Gemm(Workload):
             if err is not None:
                 return self.failed(variant, ctx, "wrong_result", f"best shape {m}x{n}x{k}: {err}")
         flops = 2.0 * m * n * k
-        v = Variant(variant.params, flops=flops, bytes=_bytes(dtype, m, n, k))
+        v = Variant(variant.params, flops=flops, bytes=gemm_bytes(dtype, m, n, k))
         return self.throughput(v, ctx, timing, flops, 1e-12,
                                metrics={"best_m": m, "best_n": n, "best_k": k, "sweep": tried})
 
 
 def _variant(dtype: str, m: int, n: int, k: int) -> Variant:
-    return Variant({"dtype": dtype, "m": m, "n": n, "k": k}, flops=2.0 * m * n * k, bytes=_bytes(dtype, m, n, k))
+    return Variant({"dtype": dtype, "m": m, "n": n, "k": k}, flops=2.0 * m * n * k, bytes=gemm_bytes(dtype, m, n, k))
 
 
-def _bytes(dtype: str, m: int, n: int, k: int) -> float:
+def gemm_bytes(dtype: str, m: int, n: int, k: int) -> float:
     """Bytes of A, B read and C written once (the roofline's compulsory traffic)."""
     size_in = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}[dtype]
     size_out = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 2, "int8": 4}[dtype]
@@ -148,7 +148,7 @@ def _dtypes(ctx: Context) -> list[str]:
 
 
 def _fits(dtype: str, m: int, n: int, k: int, ctx: Context) -> bool:
-    need = _bytes(dtype, m, n, k) * 2 + 64 * 2**20
+    need = gemm_bytes(dtype, m, n, k) * 2 + 64 * 2**20
     return need < ctx.device.free_memory() * 0.8
 
 
@@ -180,21 +180,29 @@ class _Op:
         return self.fn()
 
     def check(self) -> str | None:
-        out = self.out_fn(self.fn())
-        m = out.shape[0]
-        g = torch.Generator().manual_seed(0)
-        rows = torch.randperm(m, generator=g)[: min(m, 64)]
-        a = self.ref_a(rows)  # float64, CPU, the rounded inputs the device saw
-        b = self.ref_b()
-        ref = a @ b
-        scale = a.abs() @ b.abs()
-        got = out[rows.to(out.device)].to("cpu", torch.float64)
-        if not torch.isfinite(got).all():
-            return "output has non-finite values"
-        err = ((got - ref).abs() / scale.clamp_min(1e-30)).max().item()
-        if err > self.tol:
-            return f"max relative error {err:.3g} exceeds tolerance {self.tol:g}"
-        return None
+        return check_sample(self.out_fn(self.fn()), self.ref_a, self.ref_b, self.tol)
+
+
+def check_sample(out, ref_a, ref_b, tol: float) -> str | None:
+    """Compare 64 random rows of a product `out` with a float64 product of the same inputs: None when every
+    element's error, relative to sum_k |a_ik·b_kj|, is within `tol`, else what is wrong.
+
+    ref_a(rows) gives those rows of A and ref_b() all of B, as float64 CPU tensors of the rounded inputs the
+    device saw."""
+    m = out.shape[0]
+    g = torch.Generator().manual_seed(0)
+    rows = torch.randperm(m, generator=g)[: min(m, 64)]
+    a = ref_a(rows)
+    b = ref_b()
+    ref = a @ b
+    scale = a.abs() @ b.abs()
+    got = out[rows.to(out.device)].to("cpu", torch.float64)
+    if not torch.isfinite(got).all():
+        return "output has non-finite values"
+    err = ((got - ref).abs() / scale.clamp_min(1e-30)).max().item()
+    if err > tol:
+        return f"max relative error {err:.3g} exceeds tolerance {tol:g}"
+    return None
 
 
 def _make_op(dtype: str, m: int, n: int, k: int, dev) -> _Op:
