@@ -35,6 +35,7 @@ from gapbench.compare.rates import (
     percent_of_peak,
     time_per_iter,
 )
+from gapbench.compare.ratios import library_ratios
 from gapbench.compare.references import published_for, reference_matches, reference_result_set
 from gapbench.compare.sides import coverage_side, frameworks_side
 from gapbench.compare.takeaway import ridge_of, takeaway
@@ -276,6 +277,7 @@ def compare(result_sets, baseline=None, labels: list[str] | None = None, refs: l
     comp.takeaway = takeaway(comp)
     comp.coverage = coverage_side(platforms)
     comp.frameworks = frameworks_side(platforms)
+    comp.library_ratios = library_ratios(platforms)
     return comp
 
 

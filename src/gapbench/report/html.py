@@ -9,7 +9,7 @@ from html import escape
 
 from gapbench import __version__
 from gapbench.compare import Comparison
-from gapbench.report import svg, tables
+from gapbench.report import ratios, svg, tables
 from gapbench.report.kit import coverage_table, frameworks_table, html_table, takeaway_lines
 from gapbench.results import now_iso
 
@@ -56,6 +56,7 @@ def render_html(comp: Comparison, title: str = "gapbench report") -> str:
     if len(comp.platforms) > 1:
         parts.append("<h2>Gaps</h2>")
         parts.append(svg.gap_bars(comp))
+    parts += ratios.html_parts(comp)
     parts += _rooflines(comp)
     parts += _efficiency(comp)
     for title_, t in (("Operator coverage", coverage_table(comp)), ("Frameworks", frameworks_table(comp))):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 from gapbench.compare import Comparison
+from gapbench.report import ratios
 from gapbench.report.kit import coverage_table, frameworks_table, gap_text, takeaway_lines
 
 
@@ -16,6 +17,7 @@ def comparison_document(comp: Comparison) -> dict:
         for i, g in r.gaps.items():
             row["gaps"][names[i]]["text"] = gap_text(g)
     d["takeaway"] = takeaway_lines(comp)
+    d["library_ratios"] = ratios.json_document(comp)
     for key, t in (("coverage", coverage_table(comp)), ("frameworks", frameworks_table(comp))):
         d[key] = {"columns": t.headers, "rows": t.rows} if t is not None else None
     return d

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gapbench.compare import Comparison
-from gapbench.report import tables
+from gapbench.report import ratios, tables
 from gapbench.report.kit import coverage_table, frameworks_table, md_cell, md_table, takeaway_lines
 
 
@@ -15,6 +15,7 @@ def render_markdown(comp: Comparison) -> str:
     lines += md_table(tables.gap_table(comp))
     lines += ["", "Values: median [95% CI].", ""]
     lines += [f"- {md_cell(t)}" for t in takeaway_lines(comp)]
+    lines += ratios.markdown_lines(comp)
     note = tables.efficiency_note(comp)
     if note:
         lines += ["", md_cell(note)]

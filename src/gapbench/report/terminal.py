@@ -8,7 +8,7 @@ from rich.console import Console, Group
 from rich.text import Text
 
 from gapbench.compare import Comparison
-from gapbench.report import tables
+from gapbench.report import ratios, tables
 from gapbench.report.kit import coverage_table, frameworks_table, rich_table, takeaway_lines
 
 
@@ -23,6 +23,7 @@ def terminal_renderables(comp: Comparison) -> list:
     out.append(Text(legend, style="dim"))
     out.append(rich_table(gt))
     out += [Text(line) for line in takeaway_lines(comp)]
+    out += ratios.terminal_renderables(comp)
     note = tables.efficiency_note(comp)
     if note:
         out.append(Text(note, style="dim"))
