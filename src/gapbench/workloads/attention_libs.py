@@ -58,11 +58,12 @@ def shapes_for(preset: str, accelerator: bool) -> list[Shape]:
     if preset == "tiny":
         return [Shape(1, 4, 2, 128, 64)]
     if preset == "quick":
-        return [Shape(4, *LLAMA2_7B[:2], 4096, LLAMA2_7B[2])] if accelerator else [Shape(1, 32, 32, 512, 128)]
+        return [Shape(4, *LLAMA2_7B[:2], 4096, LLAMA2_7B[2])] if accelerator else [Shape(1, *LLAMA2_7B[:2], 256,
+                                                                                          LLAMA2_7B[2])]
     if preset == "standard":
         if accelerator:
             return [Shape(4, h, kv, 4096, d) for (h, kv, d) in (LLAMA2_7B, LLAMA2_70B)]
-        return [Shape(1, *LLAMA2_7B[:2], 1024, LLAMA2_7B[2])]
+        return [Shape(1, *LLAMA2_7B[:2], 512, LLAMA2_7B[2])]
     raise ValueError(f"unknown preset {preset!r}")
 
 
@@ -236,8 +237,8 @@ class AttentionLibs(Workload):
     description = "causal attention through every SDPA kernel and FlexAttention, forward and forward + backward"
     presets = {
         "tiny": "1×4 heads (2 KV heads)×128×64, fp32 and bf16 (tests)",
-        "quick": "Llama-2-7B heads at 512 tokens, fp32 and bf16 (CPU) / at 4×4096 tokens, bf16 (accelerator)",
-        "standard": "Llama-2-7B heads at 1024 tokens, fp32 and bf16 (CPU) / Llama-2-7B and 70B (grouped-query) "
+        "quick": "Llama-2-7B heads at 256 tokens, fp32 and bf16 (CPU) / at 4×4096 tokens, bf16 (accelerator)",
+        "standard": "Llama-2-7B heads at 512 tokens, fp32 and bf16 (CPU) / Llama-2-7B and 70B (grouped-query) "
                     "heads at 4×4096 tokens, bf16 and fp16 (accelerator)",
     }
     default_preset = "quick"
