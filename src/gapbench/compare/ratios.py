@@ -112,8 +112,8 @@ def _ratio(key: str, workload: str, problem: dict, paths: dict[str, Measurement]
         return Ratio(key, workload, problem, None, default, None, None, f"default {status}",
                      base.reason if base is not None else f"no {default} row")
     ok = {p: m for p, m in candidates.items() if m.ok and speed_ratio(m, base) is not None}
-    if not ok:
-        p, m = next(iter(candidates.items()))
+    if not ok:  # say why; a path that ran and failed tells more than one the stack lacks
+        p, m = min(candidates.items(), key=lambda pm: pm[1].status == "unsupported")
         return Ratio(key, workload, problem, p, default, None, None, m.status, m.reason)
     best_path = max(ok, key=lambda p: speed_ratio(ok[p], base))
     m = ok[best_path]
@@ -140,6 +140,7 @@ def summarize(ratios: list[Ratio]) -> list[RatioSummary]:
     """Per (ratio kind, workload, dtype): the geometric mean and range of the ratios, how many are
     significantly above or below 1, the numerator paths by how often they were the best, the median set-up."""
     groups: dict[tuple[str, str, str], list[Ratio]] = {}
+    dtypes = list(dict.fromkeys(str(r.problem.get("dtype", "")) for r in ratios))  # in order of appearance
     for r in ratios:
         if r.value is not None:
             groups.setdefault((r.kind, r.workload, str(r.problem.get("dtype", ""))), []).append(r)
@@ -158,7 +159,7 @@ def summarize(ratios: list[Ratio]) -> list[RatioSummary]:
             paths=tuple(sorted(counts, key=lambda p: (-counts[p], p))),
             setup_s=median(setups) if setups else None))
     order = {k: i for i, k in enumerate(RATIO_KEYS)}
-    return sorted(out, key=lambda s: (_BOTH.index(s.workload), order[s.kind], s.dtype))
+    return sorted(out, key=lambda s: (_BOTH.index(s.workload), order[s.kind], dtypes.index(s.dtype)))
 
 
 def library_ratios(platforms) -> list[PlatformRatios]:
