@@ -97,6 +97,13 @@ def test_a_failed_default_leaves_every_ratio_of_its_problem_without_a_number():
     assert platform_ratios(result_set([]), 0) is None
 
 
+def test_a_ratio_without_a_number_names_the_path_that_ran_and_failed():
+    rows = [gl("matmul", 0.1), gl("triton", None, status="unsupported", reason="no Triton here"),
+            gl("compile-cpp", None, status="too_slow", reason="one iteration takes 4.6 s")]
+    (r,) = [r for r in platform_ratios(result_set(rows), 0).ratios if r.kind == "portable"]
+    assert (r.numerator, r.status, r.value) == ("compile-cpp", "too_slow", None)
+
+
 def test_the_default_as_best_is_exactly_one():
     pr = platform_ratios(result_set([gl("matmul", 700.0), gl("linear", 600.0)]), 0)
     best = next(r for r in pr.ratios if r.kind == "best")
