@@ -144,6 +144,18 @@ def test_every_format_shows_the_ratio_table_and_the_sentence(tmp_path):
     assert "portable ÷ vendor" in term and "tuned ÷ untuned" in term
 
 
+def test_a_sentence_says_within_noise_when_no_interval_excludes_one():
+    from gapbench.report.ratios import ratio_sentences
+
+    rows = [gl("matmul", 100.0, spread=10.0), gl("triton", 97.0, spread=10.0), gl("linear", 80.0, spread=1.0)]
+    comp = compare([result_set(rows, label="GPU")])
+    (line,) = ratio_sentences(comp)
+    assert "portable kernels (triton) and the vendor library are within noise of each other on bf16 GEMM" in line
+    assert "the default path is the fastest on bf16 GEMM (1 shape)" in line
+    table = render([result_set(rows, label="GPU")], format="md")
+    assert "≈ 0.97× [" in table and "0.8× [" in table and "≈ 0.8×" not in table
+
+
 def test_no_library_rows_no_section():
     from compare_fixtures import gemm
 

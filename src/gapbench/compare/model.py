@@ -129,6 +129,12 @@ class RatioSummary:
     below: int  # significantly below 1
     paths: tuple[str, ...]  # numerator paths, most often the fastest first
     setup_s: float | None = None  # median tuning/compiling seconds of the numerators
+    unknown: int = 0  # ratios without an interval (significance unknown)
+
+    @property
+    def within_noise(self) -> bool:
+        """No ratio differs from 1 beyond its interval (and every one has an interval)."""
+        return self.above == 0 and self.below == 0 and self.unknown == 0
 
 
 @dataclass
@@ -146,7 +152,8 @@ class PlatformRatios:
             "summaries": [{"kind": s.kind, "workload": s.workload, "dtype": s.dtype, "problems": s.n,
                            "geomean": finite(s.geomean), "min": finite(s.lo), "max": finite(s.hi),
                            "significantly_above_1": s.above, "significantly_below_1": s.below,
-                           "paths": list(s.paths), "median_setup_s": s.setup_s} for s in self.summaries],
+                           "no_interval": s.unknown, "paths": list(s.paths), "median_setup_s": s.setup_s}
+                          for s in self.summaries],
         }
 
 

@@ -157,7 +157,7 @@ def summarize(ratios: list[Ratio]) -> list[RatioSummary]:
             above=sum(1 for r in rs if r.significant is True and r.value > 1),
             below=sum(1 for r in rs if r.significant is True and r.value < 1),
             paths=tuple(sorted(counts, key=lambda p: (-counts[p], p))),
-            setup_s=median(setups) if setups else None))
+            setup_s=median(setups) if setups else None, unknown=sum(1 for r in rs if r.significant is None)))
     order = {k: i for i, k in enumerate(RATIO_KEYS)}
     return sorted(out, key=lambda s: (_BOTH.index(s.workload), order[s.kind], dtypes.index(s.dtype)))
 

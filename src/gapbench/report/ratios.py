@@ -118,17 +118,23 @@ def _span(s: RatioSummary, signed: bool = False, inverse: bool = False) -> str:
         lo_t, hi_t = fmt_pct((lo - 1) * 100), fmt_pct((hi - 1) * 100)
     else:
         lo_t, hi_t = ratio_factor(lo).rstrip("×"), ratio_factor(hi)
+    beyond = s.above + s.below
+    noise = f"; {beyond} of {s.n} beyond noise" if 0 < beyond < s.n else ""
     if s.n == 1:
-        return f"({what})"
+        return f"({what}{noise})"
     if lo_t == hi_t.rstrip("×"):
-        return f"({what}, each {hi_t})"
-    return f"({what}, {lo_t} to {hi_t})" if signed else f"({what}, {lo_t}–{hi_t})"
+        return f"({what}, each {hi_t}{noise})"
+    return f"({what}, {lo_t} to {hi_t}{noise})" if signed else f"({what}, {lo_t}–{hi_t}{noise})"
 
 
 def summary_phrase(s: RatioSummary) -> str:
     """One clause of a platform's sentence from a summary's facts."""
     g, paths = s.geomean, "/".join(s.paths)
     on = f"on {s.dtype} {WORKLOAD_WORDS.get(s.workload, s.workload)}"
+    if s.kind == "best" and s.lo == s.hi == 1.0:
+        return f"the default path is the fastest {on} {_span(s)}"
+    if s.within_noise:
+        return _noise_phrase(s, paths, on)
     if s.kind == "portable":
         if g < 1:
             return (f"the vendor library leads portable kernels ({paths}) by {ratio_factor(1 / g)} {on} "
@@ -145,6 +151,16 @@ def summary_phrase(s: RatioSummary) -> str:
                "fallback": "unfused math"}[s.kind]
     against = {"linear": "matmul", "vendor": "SDPA's own choice", "fallback": "SDPA's choice"}.get(s.kind, "the default")
     return f"{subject} runs at {ratio_factor(g)} {against} {on} {_span(s)}"
+
+
+def _noise_phrase(s: RatioSummary, paths: str, on: str) -> str:
+    """A clause for a summary whose every ratio holds 1 within its interval."""
+    subject = {"portable": f"portable kernels ({paths}) and the vendor library", "tuned": f"tuning ({paths})",
+               "linear": "F.linear and matmul", "best": f"the best path ({paths}) and the default"}.get(
+                   s.kind, f"{paths} and the default")
+    verb = "changes nothing beyond noise" if s.kind == "tuned" else "are within noise of each other"
+    return f"{subject} {verb} {on} ({s.n} {'shape' if s.workload == 'gemm-libs' else 'problem'}" \
+           f"{'s' * (s.n > 1)}, geometric mean {ratio_factor(s.geomean)})"
 
 
 def _absent(rs: list[Ratio], kind: str) -> str:
