@@ -137,29 +137,32 @@ def platform_ratios(rs: ResultSet, platform: int) -> PlatformRatios | None:
 
 
 def summarize(ratios: list[Ratio]) -> list[RatioSummary]:
-    """Per (ratio kind, workload, dtype): the geometric mean and range of the ratios, how many are
-    significantly above or below 1, the numerator paths by how often they were the best, the median set-up."""
+    """Per (ratio kind, workload, dtype), in that order: a summary of the ratios with a number."""
     groups: dict[tuple[str, str, str], list[Ratio]] = {}
     dtypes = list(dict.fromkeys(str(r.problem.get("dtype", "")) for r in ratios))  # in order of appearance
     for r in ratios:
         if r.value is not None:
             groups.setdefault((r.kind, r.workload, str(r.problem.get("dtype", ""))), []).append(r)
-    out = []
-    for (kind, workload, dtype), rs in groups.items():
-        logs = [math.log(r.value) for r in rs]
-        counts: dict[str, int] = {}
-        for r in rs:
-            counts[r.numerator] = counts.get(r.numerator, 0) + 1
-        setups = [r.setup_s for r in rs if r.setup_s is not None]
-        out.append(RatioSummary(
-            kind=kind, workload=workload, dtype=dtype, n=len(rs), geomean=math.exp(sum(logs) / len(logs)),
-            lo=min(r.value for r in rs), hi=max(r.value for r in rs),
-            above=sum(1 for r in rs if r.significant is True and r.value > 1),
-            below=sum(1 for r in rs if r.significant is True and r.value < 1),
-            paths=tuple(sorted(counts, key=lambda p: (-counts[p], p))),
-            setup_s=median(setups) if setups else None, unknown=sum(1 for r in rs if r.significant is None)))
     order = {k: i for i, k in enumerate(RATIO_KEYS)}
-    return sorted(out, key=lambda s: (_BOTH.index(s.workload), order[s.kind], dtypes.index(s.dtype)))
+    keys = sorted(groups, key=lambda g: (_BOTH.index(g[1]), order[g[0]], dtypes.index(g[2])))
+    return [_summary(*key, groups[key]) for key in keys]
+
+
+def _summary(kind: str, workload: str, dtype: str, rs: list[Ratio]) -> RatioSummary:
+    """The geometric mean and range of the ratios, how many are significantly above or below 1 (or have no
+    interval), the numerator paths by how often they were the fastest, the median set-up seconds."""
+    counts: dict[str, int] = {}
+    for r in rs:
+        counts[r.numerator] = counts.get(r.numerator, 0) + 1
+    setups = [r.setup_s for r in rs if r.setup_s is not None]
+    return RatioSummary(
+        kind=kind, workload=workload, dtype=dtype, n=len(rs),
+        geomean=math.exp(sum(math.log(r.value) for r in rs) / len(rs)),
+        lo=min(r.value for r in rs), hi=max(r.value for r in rs),
+        above=sum(1 for r in rs if r.significant is True and r.value > 1),
+        below=sum(1 for r in rs if r.significant is True and r.value < 1),
+        paths=tuple(sorted(counts, key=lambda p: (-counts[p], p))),
+        setup_s=median(setups) if setups else None, unknown=sum(1 for r in rs if r.significant is None))
 
 
 def library_ratios(platforms) -> list[PlatformRatios]:
