@@ -166,12 +166,12 @@ def _sdpa(kernel: str | None) -> Callable[[Inputs], Callable]:
     def make(inp: Inputs) -> Callable:
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        gqa = inp.gqa
+        gqa = {"enable_gqa": True} if inp.gqa else {}  # the keyword exists from torch 2.5 on
 
         def attend(q, k, v):
             ctx = sdpa_kernel(getattr(SDPBackend, SDPA_KERNELS[kernel])) if kernel else contextlib.nullcontext()
             with ctx:
-                return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=gqa)
+                return F.scaled_dot_product_attention(q, k, v, is_causal=True, **gqa)
 
         return attend
 
@@ -188,10 +188,10 @@ def _flex(inp: Inputs) -> Callable:
     torch._dynamo.reset()
     mask = create_block_mask(causal, B=None, H=None, Q_LEN=s, KV_LEN=s, device=inp.q.device)
     compiled = torch.compile(flex_attention, dynamic=False)
-    gqa = inp.gqa
+    gqa = {"enable_gqa": True} if inp.gqa else {}
 
     def attend(q, k, v):
-        return compiled(q, k, v, block_mask=mask, enable_gqa=gqa)
+        return compiled(q, k, v, block_mask=mask, **gqa)
 
     return attend
 
@@ -293,7 +293,8 @@ class AttentionLibs(Workload):
             return kernels.get(path, path)
         from torch.nn.attention import SDPBackend
 
-        chosen = SDPBackend(torch._fused_sdp_choice(inp.q, inp.k, inp.v, is_causal=True, enable_gqa=inp.gqa)).name
+        gqa = {"enable_gqa": True} if inp.gqa else {}
+        chosen = SDPBackend(torch._fused_sdp_choice(inp.q, inp.k, inp.v, is_causal=True, **gqa)).name
         name = next((k for k, v in SDPA_KERNELS.items() if v == chosen), chosen.lower())
         return f"SDPA's choice: {kernels.get(name, name)}"
 
