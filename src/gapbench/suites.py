@@ -49,6 +49,11 @@ SUITES: dict[str, dict] = {
         "description": "all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send/recv over a size sweep",
         "entries": [{"cpu": "collective:tiny", "accelerator": "collective:standard"}],
     },
+    "libs": {
+        "description": "one GEMM and one attention through every library path of the stack: vendor default, tuned, "
+                       "portable (Triton, Inductor templates, FlexAttention), compiled, and libraries beside torch",
+        "entries": ["gemm-libs:standard", "attention-libs:standard"],
+    },
     "parity": {
         "description": "the known weak spots: sparse, dynamic shapes, mixed-precision training",
         "entries": ["sparse:standard", "dynamic-shapes:standard", "amp-train:standard"],

@@ -36,6 +36,7 @@ from gapbench.compare.rates import (
     percent_of_peak,
     time_per_iter,
 )
+from gapbench.compare.ratios import library_ratios
 from gapbench.compare.references import published_for, reference_matches, reference_result_set
 from gapbench.compare.sides import coverage_side, frameworks_side
 from gapbench.compare.takeaway import ridge_of, takeaway
@@ -347,6 +348,7 @@ def compare(result_sets, baseline=None, labels: list[str] | None = None, refs: l
     comp.frameworks = frameworks_side(platforms)
     comp.datasheet_figures = _datasheet_figures(platforms)
     comp.frontiers = frontiers_side(platforms, base_i, interactivity)
+    comp.library_ratios = library_ratios(platforms)
     return comp
 
 

@@ -95,6 +95,73 @@ class Takeaway:
     spreads: tuple[tuple[str, float], ...] = ()  # the default run-to-run spreads that single runs assumed
 
 
+@dataclass(frozen=True)
+class Ratio:
+    """One platform's speed ratio between two paths of a library workload on one problem (the variant
+    without its path): the numerator is the fastest path of the ratio's kind, the denominator the default."""
+
+    kind: str  # a key of compare.ratios.RATIOS: portable, tuned, linear, blas, library, compiler, vendor, ...
+    workload: str
+    problem: dict
+    numerator: str | None  # the path; None when the default failed
+    denominator: str
+    value: float | None  # speed(numerator) / speed(denominator); None when either has no number
+    ci95: tuple[float, float] | None
+    status: str = "ok"  # ok, the numerator's status, or "default <status>"
+    reason: str = ""
+    setup_s: float | None = None  # the numerator's tuning or compiling seconds
+
+    @property
+    def significant(self) -> bool | None:
+        """True when the interval excludes 1, False when it holds it, None without an interval."""
+        if self.value is None or self.ci95 is None:
+            return None
+        return not (self.ci95[0] <= 1.0 <= self.ci95[1])
+
+
+@dataclass(frozen=True)
+class RatioSummary:
+    """The ratios of one kind, workload and dtype on one platform, over its problems."""
+
+    kind: str
+    workload: str
+    dtype: str
+    n: int  # problems with a ratio
+    geomean: float
+    lo: float
+    hi: float
+    above: int  # significantly above 1
+    below: int  # significantly below 1
+    paths: tuple[str, ...]  # numerator paths, most often the fastest first
+    setup_s: float | None = None  # median tuning/compiling seconds of the numerators
+    unknown: int = 0  # ratios without an interval (significance unknown)
+
+    @property
+    def within_noise(self) -> bool:
+        """No ratio differs from 1 beyond its interval (and every one has an interval)."""
+        return self.above == 0 and self.below == 0 and self.unknown == 0
+
+
+@dataclass
+class PlatformRatios:
+    platform: int
+    ratios: list[Ratio]
+    summaries: list[RatioSummary]
+
+    def to_dict(self) -> dict:
+        return {
+            "ratios": [{"kind": r.kind, "workload": r.workload, "problem": r.problem, "numerator": r.numerator,
+                        "denominator": r.denominator, "ratio": finite(r.value),
+                        "ci95": [finite(x) for x in r.ci95] if r.ci95 else None, "significant": r.significant,
+                        "status": r.status, "reason": r.reason, "setup_s": r.setup_s} for r in self.ratios],
+            "summaries": [{"kind": s.kind, "workload": s.workload, "dtype": s.dtype, "problems": s.n,
+                           "geomean": finite(s.geomean), "min": finite(s.lo), "max": finite(s.hi),
+                           "significantly_above_1": s.above, "significantly_below_1": s.below,
+                           "no_interval": s.unknown, "paths": list(s.paths), "median_setup_s": s.setup_s}
+                          for s in self.summaries],
+        }
+
+
 @dataclass
 class Comparison:
     platforms: list[Platform]
@@ -106,6 +173,7 @@ class Comparison:
     frameworks: dict | None = None  # {"names": [...], "rows": [per platform: [framework dicts] | None]}
     datasheet_figures: list = field(default_factory=list)  # published "measured" figures equal to a datasheet peak
     frontiers: Frontiers | None = None  # throughput-interactivity curves and gaps at equal interactivity
+    library_ratios: list[PlatformRatios] = field(default_factory=list)  # platforms with library-workload rows
 
     @property
     def base(self) -> Platform:
@@ -144,6 +212,7 @@ class Comparison:
             ],
             "warnings": self.warnings,
             "frontiers": self.frontiers.to_dict(names) if self.frontiers is not None else None,
+            "library_ratios": {names[pr.platform]: pr.to_dict() for pr in self.library_ratios},
         }
 
 

@@ -8,6 +8,8 @@ is one backend plus a device index, the handle workloads and the timing engine h
 from __future__ import annotations
 
 import contextlib
+import os
+import re
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
@@ -72,6 +74,36 @@ class EnergyCounter:
 
     def read(self) -> float:
         raise NotImplementedError
+
+
+@dataclass
+class GemmTuning:
+    """What a GEMM tuner did inside one tuning context: the results file, the results it held on entry and
+    how many shapes it tuned anew (set on exit)."""
+
+    file: str
+    known: int = 0
+    new: int = 0
+
+
+def tuning_dir() -> str:
+    """Where GEMM tuning results are kept between runs: $GAPBENCH_TUNING_DIR, else
+    $XDG_CACHE_HOME/gapbench/tuning, else ~/.cache/gapbench/tuning."""
+    if os.environ.get("GAPBENCH_TUNING_DIR"):
+        return os.environ["GAPBENCH_TUNING_DIR"]
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(cache, "gapbench", "tuning")
+
+
+def triton_missing() -> str:
+    """'' when Triton is installed and torch finds a device it compiles for, else why not."""
+    try:
+        import triton  # noqa: F401
+    except ImportError:
+        return "the triton package is not installed"
+    from torch.utils._triton import has_triton
+
+    return "" if has_triton() else "torch reports no device Triton compiles for (torch.utils._triton.has_triton)"
 
 
 @dataclass(frozen=True)
@@ -234,6 +266,67 @@ class Backend:
     def semi_structured_unsupported(self, index: int) -> str:
         """'' when 2:4 semi-structured sparse matmuls may run here, else why not."""
         return f"2:4 semi-structured sparsity has no kernels on {self.name}"
+
+    # ---- libraries: what runs a GEMM or an attention here, and the switches between them ----------
+    def gemm_library(self, index: int, dtype: str) -> str:
+        """The library torch.matmul runs for `dtype` (a DTYPE_NAMES entry) here, by its maker's name."""
+        return f"torch's {self.name} matmul"
+
+    def blas_choices(self, index: int) -> dict[str, str]:
+        """GEMM libraries torch can be told to prefer here: {choice: the library's name}; {} without a choice."""
+        return {}
+
+    def prefer_blas(self, index: int, choice: str):
+        """A context in which GEMMs prefer the library `choice` (a key of blas_choices)."""
+        raise ValueError(f"{self.name} offers no choice of GEMM library ({choice!r} asked for)")
+
+    def tunable_gemm_unsupported(self, index: int) -> str:
+        """'' when TunableOp (PyTorch's online GEMM tuner) runs here, else why not."""
+        return (f"TunableOp (torch.cuda.tunable, PyTorch's GEMM tuner) runs on CUDA and ROCm builds only; "
+                f"{self.name} has none")
+
+    def tunable_gemm(self, index: int, results_file: str, tune: bool):
+        """A context in which GEMMs run through the tuner, with the results of `results_file`; with tune=True
+        a shape it has no result for is tuned on its first call and the file rewritten on exit. Yields a
+        GemmTuning."""
+        raise NotImplementedError(self.tunable_gemm_unsupported(index))
+
+    def tuning_file(self, index: int) -> str:
+        """This device's GEMM tuning results file (its folder created): one per stack, product and torch."""
+        import torch
+
+        product = str(self.identity(index).get("product") or self.name)
+        slug = re.sub(r"[^A-Za-z0-9.]+", "-", f"{self.name}-{product}-torch{torch.__version__}").strip("-")
+        os.makedirs(tuning_dir(), exist_ok=True)
+        return os.path.join(tuning_dir(), f"{slug}.csv")
+
+    def triton_unsupported(self, index: int) -> str:
+        """'' when Triton kernels compile for this device, else why not."""
+        return f"Triton has no code generator for {self.name} devices"
+
+    def compile_unsupported(self, index: int) -> str:
+        """'' when torch.compile (Inductor) generates code for this device, else why not."""
+        return ""
+
+    def inductor_gemm_templates(self, index: int) -> dict[str, str]:
+        """Inductor's GEMM template families that generate code for this device, by the names
+        `max_autotune_gemm_backends` takes (TRITON, CPP, CK, ...): what each one is. {} where torch.compile
+        has no code generator for the device."""
+        return {}
+
+    def host_gemm_libraries(self, index: int) -> dict[str, str]:
+        """GEMM libraries beside torch's own that multiply this device's tensors where they are, by gapbench's
+        path name (numpy, onednn): the library, named with its version."""
+        return {}
+
+    def attention_kernels(self, index: int) -> dict[str, str]:
+        """SDPA's kernels on this device, by torch's backend names (flash, efficient, cudnn, overrideable,
+        math): the library behind each. A kernel not listed has no implementation here."""
+        return {"math": "ATen math (matmul, softmax, matmul; unfused)"}
+
+    def flex_attention_unsupported(self, index: int) -> str:
+        """'' when torch.compile generates FlexAttention kernels for this device, else why not."""
+        return f"torch.compile generates no FlexAttention kernels for {self.name} devices"
 
     # ---- identity, energy, topology --------------------------------------------------------------
     def identity(self, index: int) -> dict:

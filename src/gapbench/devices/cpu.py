@@ -50,6 +50,30 @@ class RaplCounter(EnergyCounter):
         return self._total / 1e6
 
 
+def numpy_blas() -> str:
+    """numpy's BLAS: name, version, the kernels it picked and its threading ('' without numpy). From
+    threadpoolctl's view of the loaded library where it sees one, else numpy's build configuration."""
+    try:
+        import numpy
+    except ImportError:
+        return ""
+    try:
+        build = numpy.show_config(mode="dicts")["Build Dependencies"]["blas"]
+    except Exception:
+        build = {}
+    name, version = str(build.get("name") or "numpy's BLAS"), build.get("version")
+    try:
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return f"{name} {version}" if version else name
+    for lib in threadpool_info():
+        if lib.get("user_api") == "blas" and lib.get("internal_api", "") in name.lower():
+            extra = ", ".join(f"{v} {k}" for k, v in (("kernels", lib.get("architecture")),
+                                                        ("threading", lib.get("threading_layer"))) if v)
+            return f"{lib['internal_api']} {lib.get('version') or version or ''} ({extra})".replace("  ", " ")
+    return f"{name} {version}" if version else name
+
+
 class Cpu(Backend):
     name = "cpu"
     device_type = "cpu"
@@ -101,6 +125,42 @@ class Cpu(Backend):
     def semi_structured_unsupported(self, index: int) -> str:
         return ("2:4 semi-structured sparsity (torch.sparse.to_sparse_semi_structured) has kernels for the sparse "
                 "tensor cores of CUDA (sm_80 and newer) and ROCm GPUs only; the CPU has none")
+
+    def gemm_library(self, index: int, dtype: str) -> str:
+        import torch
+
+        libs = host.blas_libraries()
+        onednn = f"oneDNN {libs['mkldnn']}" if libs.get("mkldnn") else "oneDNN"
+        if dtype == "bf16" and torch.ops.mkldnn._is_mkldnn_bf16_supported():
+            return onednn
+        if dtype == "fp16" and torch.ops.mkldnn._is_mkldnn_fp16_supported():
+            return onednn
+        if dtype != "fp32":
+            return f"ATen's own CPU GEMM (no {onednn} {dtype} path on this CPU)"
+        blas = str(libs.get("blas") or "ATen's own CPU GEMM")
+        return f"MKL {libs['mkl']}" if blas.lower() == "mkl" and libs.get("mkl") else blas
+
+    def host_gemm_libraries(self, index: int) -> dict[str, str]:
+        import torch
+
+        out = {}
+        blas = numpy_blas()
+        if blas:
+            out["numpy"] = blas
+        if torch.backends.mkldnn.is_available():
+            v = host.blas_libraries().get("mkldnn")
+            out["onednn"] = f"oneDNN {v}" if v else "oneDNN"
+        return out
+
+    def inductor_gemm_templates(self, index: int) -> dict[str, str]:
+        return {"CPP": "Inductor's C++ GEMM template (micro-kernels for AVX2/AVX-512/AMX, weights packed at compile)"}
+
+    def attention_kernels(self, index: int) -> dict[str, str]:
+        return {"flash": "ATen's CPU flash-attention kernel (C++, vectorised)",
+                "math": "ATen math (matmul, softmax, matmul; unfused)"}
+
+    def flex_attention_unsupported(self, index: int) -> str:
+        return ""
 
     def identity(self, index: int) -> dict:
         import torch

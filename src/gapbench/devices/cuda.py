@@ -7,10 +7,12 @@ differs on AMD GPUs.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import subprocess
 
-from gapbench.devices.base import Backend, EnergyCounter, FrameworkNames
+from gapbench.devices.base import Backend, EnergyCounter, FrameworkNames, GemmTuning, triton_missing
 from gapbench.devices.tools import run_tool, strip_ansi
 
 
@@ -166,6 +168,76 @@ class TorchGpu(Backend):
             return f"torch {torch.__version__} has no torch._int_mm"
         return self.dtype_unsupported(index, dtype)
 
+    # ---- libraries ---------------------------------------------------------------------------------
+    # torch's preferred-BLAS setting as it reports it (torch._C._BlasBackend) -> the library on this stack
+    blas_names: dict[str, str] = {}
+    # gapbench's choice -> (what torch.backends.cuda.preferred_blas_library takes, the library it selects)
+    blas_settings: dict[str, tuple[str, str]] = {}
+
+    def gemm_library(self, index: int, dtype: str) -> str:
+        import torch
+
+        pref = str(torch.backends.cuda.preferred_blas_library()).rsplit(".", 1)[-1]
+        return self.blas_names.get(pref, pref)
+
+    def blas_choices(self, index: int) -> dict[str, str]:
+        import torch
+
+        if not hasattr(torch.backends.cuda, "preferred_blas_library"):
+            return {}
+        return {choice: library for choice, (_, library) in self.blas_settings.items()}
+
+    @contextlib.contextmanager
+    def prefer_blas(self, index: int, choice: str):
+        import torch
+
+        prev = torch.backends.cuda.preferred_blas_library()
+        torch.backends.cuda.preferred_blas_library(self.blas_settings[choice][0])
+        try:
+            yield
+        finally:
+            torch.backends.cuda.preferred_blas_library(prev)
+
+    def tunable_gemm_unsupported(self, index: int) -> str:
+        import torch
+
+        if not hasattr(torch.cuda, "tunable"):
+            return f"torch {torch.__version__} has no torch.cuda.tunable (TunableOp)"
+        return ""
+
+    @contextlib.contextmanager
+    def tunable_gemm(self, index: int, results_file: str, tune: bool):
+        import torch
+
+        t = torch.cuda.tunable
+        prev = (t.is_enabled(), t.tuning_is_enabled(), t.get_filename())
+        t.set_filename(results_file, insert_device_ordinal=False)
+        t.enable(True)
+        t.tuning_enable(tune)
+        if os.path.exists(results_file):
+            t.read_file(results_file)
+        state = GemmTuning(results_file, known=len(t.get_results()))
+        try:
+            yield state
+        finally:
+            state.new = len(t.get_results()) - state.known
+            if tune and state.new:
+                write_tunableop_file(results_file)
+            t.tuning_enable(prev[1])
+            t.enable(prev[0])
+            if prev[2]:
+                t.set_filename(prev[2], insert_device_ordinal=False)
+
+    def triton_unsupported(self, index: int) -> str:
+        return triton_missing()
+
+    def inductor_gemm_templates(self, index: int) -> dict[str, str]:
+        return {"TRITON": "Inductor's Triton GEMM templates (persistent and tiled mm, autotuned)"}
+
+    def flex_attention_unsupported(self, index: int) -> str:
+        why = triton_missing()
+        return f"FlexAttention is generated as Triton kernels here: {why}" if why else ""
+
     def _common_identity(self, index: int) -> dict:
         import torch
 
@@ -227,6 +299,19 @@ class Cuda(TorchGpu):
             return f"2:4 semi-structured sparsity needs sparse tensor cores (sm_80 or newer); this is sm_{major}{minor}"
         return ""
 
+    blas_names = {"Cublas": "cuBLAS", "Cublaslt": "cuBLASLt", "Default": "cuBLAS or cuBLASLt (torch's default choice)"}
+    blas_settings = {"cublas": ("cublas", "cuBLAS"), "cublaslt": ("cublaslt", "cuBLASLt")}
+
+    def attention_kernels(self, index: int) -> dict[str, str]:
+        import torch
+
+        out = {"flash": "FlashAttention-2 (built into torch)",
+               "efficient": "memory-efficient attention (xFormers' CUTLASS kernels, built into torch)"}
+        if torch.backends.cudnn.is_available():
+            out["cudnn"] = f"cuDNN {torch.backends.cudnn.version()} SDPA"
+        out["math"] = "ATen math (matmul, softmax, matmul; unfused)"
+        return out
+
     def identity(self, index: int) -> dict:
         import torch
 
@@ -250,6 +335,20 @@ class Cuda(TorchGpu):
         if not text:
             return None
         return {"tool": "nvidia-smi topo -m", "text": strip_ansi(text), "links": nvlink_summary(text)}
+
+
+def write_tunableop_file(path: str) -> None:
+    """TunableOp's results in its own CSV layout (validators, then op, parameters, solution, time): torch
+    writes the file itself only at exit, and only while tuning is still on."""
+    import torch
+
+    t = torch.cuda.tunable
+    lines = [f"Validator,{k},{v}" for k, v in t.get_validators()]  # (key, value) pairs
+    lines += [",".join(str(x) for x in r) for r in t.get_results()]
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.replace(tmp, path)
 
 
 def nvidia_driver() -> str | None:

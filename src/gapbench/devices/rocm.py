@@ -42,10 +42,26 @@ class Rocm(TorchGpu):
     frameworks = FrameworkNames(jax=("rocm", "gpu"), tensorflow=("GPU",), paddle=("gpu",), mindspore=None,
                                 onnxruntime=("ROCMExecutionProvider", "MIGraphXExecutionProvider"))
 
+    blas_names = {"Cublas": "rocBLAS", "Cublaslt": "hipBLASLt", "Ck": "Composable Kernel",
+                  "Default": "hipBLASLt or rocBLAS (torch's default choice per architecture)"}
+    # hipBLASLt against rocBLAS, and Composable Kernel, the GEMMs the stack offers beside its default
+    blas_settings = {"hipblaslt": ("hipblaslt", "hipBLASLt"), "rocblas": ("hipblas", "rocBLAS"),
+                     "ck": ("ck", "Composable Kernel (CK)")}
+
     def available(self) -> bool:
         import torch
 
         return torch.cuda.is_available() and self._hip()
+
+    def attention_kernels(self, index: int) -> dict[str, str]:
+        import torch
+
+        fa = "AOTriton"
+        if hasattr(torch.backends.cuda, "preferred_rocm_fa_library"):  # TORCH_ROCM_FA_PREFER_CK=1 selects CK
+            fa = str(torch.backends.cuda.preferred_rocm_fa_library()).rsplit(".", 1)[-1].replace("Default", "AOTriton")
+        return {"flash": f"{fa} flash attention",
+                "efficient": "AOTriton memory-efficient attention",
+                "math": "ATen math (matmul, softmax, matmul; unfused)"}
 
     def arch(self, index: int) -> str:
         import torch

@@ -13,15 +13,19 @@ What it emulates, each from something real on this machine:
 - telemetry for the host watch: its memory in use, and a throttle reason when GAPBENCH_TEST_ACCELERATOR_THROTTLE
   names one;
 - its own dtype table: fp8 and TF32 present, int8 matmul absent;
+- a GEMM tuner that behaves as TunableOp does: a shape without a result in its file is tuned on its first call
+  (each candidate formulation of the product timed for up to 30 ms or 100 calls, the fastest kept) and the
+  file rewritten; no Triton, no torch.compile code generator, no BLAS library choice, no host libraries;
 - GAPBENCH_TEST_ACCELERATOR_COUNT devices (default 2), one per rank of a two-rank group, over gloo.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 
-from gapbench.devices.base import Backend, EnergyCounter
+from gapbench.devices.base import Backend, EnergyCounter, GemmTuning
 
 WATTS_PER_BUSY_CORE = 50.0
 
@@ -113,6 +117,89 @@ def _accounting_mode(capacity: int):
     return Accounting()
 
 
+TUNING_MAX_MS = 30.0  # per candidate, as TunableOp's default PYTORCH_TUNABLEOP_MAX_TUNING_DURATION_MS
+TUNING_MAX_CALLS = 100  # per candidate, as PYTORCH_TUNABLEOP_MAX_TUNING_ITERATIONS
+ROW_BLOCKS = (64, 256)
+
+
+def _gemm_solutions():
+    """The tuner's candidates: the whole product in one call, or in blocks of rows (the same product)."""
+    import torch
+
+    def rows(block):
+        return lambda a, b: torch.cat([torch.mm(a[i:i + block], b) for i in range(0, a.shape[0], block)])
+
+    return {"Default": lambda a, b: torch.mm(a, b), **{f"RowBlocks_{r}": rows(r) for r in ROW_BLOCKS}}
+
+
+def _tune(a, b, solutions) -> tuple[str, float]:
+    """(the fastest solution, its mean milliseconds per call)."""
+    best = ("Default", float("inf"))
+    for name, fn in solutions.items():
+        fn(a, b)
+        calls, t0 = 0, time.perf_counter()
+        while calls < TUNING_MAX_CALLS and (time.perf_counter() - t0) * 1e3 < TUNING_MAX_MS:
+            fn(a, b)
+            calls += 1
+        ms = (time.perf_counter() - t0) * 1e3 / calls
+        if ms < best[1]:
+            best = (name, ms)
+    return best
+
+
+def _tuning_mode(table: dict, tune: bool):
+    """A dispatch mode that routes aten.mm through the tuned table (tuning new shapes when `tune`)."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    solutions = _gemm_solutions()
+
+    class Tuner(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            if func is not torch.ops.aten.mm.default or kwargs:
+                return func(*args, **(kwargs or {}))
+            a, b = args
+            key = (f"GemmTunableOp_{str(a.dtype).removeprefix('torch.')}_NN", f"nn_{a.shape[0]}_{b.shape[1]}_{a.shape[1]}")
+            if key not in table:
+                if not tune:
+                    return func(a, b)
+                table[key] = _tune(a, b, solutions)
+            return solutions[table[key][0]](a, b)
+
+    return Tuner()
+
+
+def _validators() -> dict[str, str]:
+    import torch
+
+    return {"PT_VERSION": torch.__version__, "GAPBENCH_TEST_ACCELERATOR": "1"}
+
+
+def read_tuning_file(path: str) -> dict:
+    """{(op, parameters): (solution, ms)} from a results file; {} when absent or written for another torch."""
+    table, validators = {}, {}
+    try:
+        with open(path) as f:
+            lines = [ln.strip().split(",") for ln in f if ln.strip()]
+    except OSError:
+        return {}
+    for parts in lines:
+        if parts[0] == "Validator" and len(parts) >= 3:
+            validators[parts[1]] = parts[2]
+        elif len(parts) >= 4:
+            table[(parts[0], parts[1])] = (parts[2], float(parts[3]))
+    return table if validators == _validators() else {}
+
+
+def write_tuning_file(path: str, table: dict) -> None:
+    lines = [f"Validator,{k},{v}" for k, v in _validators().items()]
+    lines += [f"{op},{params},{sol},{ms:.6f}" for (op, params), (sol, ms) in sorted(table.items())]
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.replace(tmp, path)
+
+
 class TestAccelerator(Backend):
     name = "test"
     device_type = "test"
@@ -192,6 +279,35 @@ class TestAccelerator(Backend):
 
     def semi_structured_unsupported(self, index: int) -> str:
         return "the test accelerator has no 2:4 semi-structured sparse kernels"
+
+    def gemm_library(self, index: int, dtype: str) -> str:
+        return "torch's CPU GEMM behind the test accelerator"
+
+    def tunable_gemm_unsupported(self, index: int) -> str:
+        return ""
+
+    @contextlib.contextmanager
+    def tunable_gemm(self, index: int, results_file: str, tune: bool):
+        table = read_tuning_file(results_file)
+        state = GemmTuning(results_file, known=len(table))
+        try:
+            with _tuning_mode(table, tune):
+                yield state
+        finally:
+            state.new = len(table) - state.known
+            if tune and state.new:
+                write_tuning_file(results_file, table)
+
+    def triton_unsupported(self, index: int) -> str:
+        return "the test accelerator has no Triton code generator (its tensors are CPU tensors)"
+
+    def compile_unsupported(self, index: int) -> str:
+        return ("the test accelerator has no torch.compile code generator of its own (Inductor would compile its "
+                "CPU tensors for the CPU)")
+
+    def attention_kernels(self, index: int) -> dict[str, str]:
+        return {"flash": "ATen's CPU flash-attention kernel behind the test accelerator",
+                "math": "ATen math (matmul, softmax, matmul; unfused)"}
 
     def identity(self, index: int) -> dict:
         return {"vendor": self.vendor, "product": "gapbench test accelerator", "arch": "test",

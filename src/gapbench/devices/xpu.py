@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from gapbench.devices.base import Backend, FrameworkNames
+from gapbench.devices.base import Backend, FrameworkNames, triton_missing
 from gapbench.devices.tools import run_tool
 
 
@@ -85,6 +85,23 @@ class Xpu(Backend):
         if dtype == "int8" and not hasattr(torch, "_int_mm"):
             return f"torch {torch.__version__} has no torch._int_mm"
         return ""
+
+    def gemm_library(self, index: int, dtype: str) -> str:
+        return "oneDNN (torch's XPU matmul)"
+
+    def triton_unsupported(self, index: int) -> str:
+        return triton_missing()
+
+    def inductor_gemm_templates(self, index: int) -> dict[str, str]:
+        return {"TRITON": "Inductor's Triton GEMM templates (Intel's XPU backend for Triton)"}
+
+    def flex_attention_unsupported(self, index: int) -> str:
+        why = triton_missing()
+        return f"FlexAttention is generated as Triton kernels here: {why}" if why else ""
+
+    def attention_kernels(self, index: int) -> dict[str, str]:
+        return {"overrideable": "oneDNN SDPA (torch's XPU fused attention)",
+                "math": "ATen math (matmul, softmax, matmul; unfused)"}
 
     def identity(self, index: int) -> dict:
         import torch

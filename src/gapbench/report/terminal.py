@@ -8,7 +8,7 @@ from rich.console import Console, Group
 from rich.text import Text
 
 from gapbench.compare import Comparison
-from gapbench.report import tables
+from gapbench.report import ratios, tables
 from gapbench.report.kit import (
     coverage_table,
     frameworks_table,
@@ -34,6 +34,7 @@ def terminal_renderables(comp: Comparison) -> list:
     if ft is not None:
         out.append(rich_table(ft))
     out += [Text(line) for line in frontier_lines(comp)]
+    out += ratios.terminal_renderables(comp)
     note = tables.efficiency_note(comp)
     if note:
         out.append(Text(note, style="dim"))

@@ -26,6 +26,8 @@ BUILTIN: dict[str, str] = {
     "dynamic-shapes": "gapbench.workloads.dynamic_shapes:DynamicShapes",
     "amp-train": "gapbench.workloads.amp_train:AmpTrain",
     "llm-infer": "gapbench.workloads.llm_infer:LlmInfer",
+    "gemm-libs": "gapbench.workloads.gemm_libs:GemmLibs",
+    "attention-libs": "gapbench.workloads.attention_libs:AttentionLibs",
 }
 
 ENTRY_POINT_GROUP = "gapbench.workloads"

@@ -154,7 +154,7 @@ class Gemm(Workload):
     def _full(self, variant: Variant, ctx: Context, dtype: str, m: int, n: int, k: int, share: float) -> Measurement:
         """One shape timed with full repeats and checked, as a measurement of the sweep variant."""
         op = _make_op(dtype, m, n, k, ctx.device)
-        v = Variant(variant.params, flops=2.0 * m * n * k, bytes=_bytes(dtype, m, n, k))
+        v = Variant(variant.params, flops=2.0 * m * n * k, bytes=gemm_bytes(dtype, m, n, k))
         try:
             timing = time_fn(op, ctx.device, ctx.budget().fraction(share), agreement=ctx.agreement)
         except TooSlow as e:
@@ -166,10 +166,10 @@ class Gemm(Workload):
 
 
 def _variant(dtype: str, m: int, n: int, k: int) -> Variant:
-    return Variant({"dtype": dtype, "m": m, "n": n, "k": k}, flops=2.0 * m * n * k, bytes=_bytes(dtype, m, n, k))
+    return Variant({"dtype": dtype, "m": m, "n": n, "k": k}, flops=2.0 * m * n * k, bytes=gemm_bytes(dtype, m, n, k))
 
 
-def _bytes(dtype: str, m: int, n: int, k: int) -> float:
+def gemm_bytes(dtype: str, m: int, n: int, k: int) -> float:
     """Bytes of A, B read and C written once (the roofline's compulsory traffic)."""
     size_in = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}[dtype]
     size_out = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 2, "int8": 4}[dtype]
@@ -185,7 +185,7 @@ def _dtypes(ctx: Context) -> list[str]:
 
 
 def _fits(dtype: str, m: int, n: int, k: int, ctx: Context) -> bool:
-    need = _bytes(dtype, m, n, k) * 2 + 64 * 2**20
+    need = gemm_bytes(dtype, m, n, k) * 2 + 64 * 2**20
     return need < ctx.device.free_memory() * 0.8
 
 
@@ -217,21 +217,29 @@ class _Op:
         return self.fn()
 
     def check(self) -> str | None:
-        out = self.out_fn(self.fn())
-        m = out.shape[0]
-        g = torch.Generator().manual_seed(0)
-        rows = torch.randperm(m, generator=g)[: min(m, 64)]
-        a = self.ref_a(rows)  # float64, CPU, the rounded inputs the device saw
-        b = self.ref_b()
-        ref = a @ b
-        scale = a.abs() @ b.abs()
-        got = out[rows.to(out.device)].to("cpu", torch.float64)
-        if not torch.isfinite(got).all():
-            return "output has non-finite values"
-        err = ((got - ref).abs() / scale.clamp_min(1e-30)).max().item()
-        if err > self.tol:
-            return f"max relative error {err:.3g} exceeds tolerance {self.tol:g}"
-        return None
+        return check_sample(self.out_fn(self.fn()), self.ref_a, self.ref_b, self.tol)
+
+
+def check_sample(out, ref_a, ref_b, tol: float) -> str | None:
+    """Compare 64 random rows of a product `out` with a float64 product of the same inputs: None when every
+    element's error, relative to sum_k |a_ik·b_kj|, is within `tol`, else what is wrong.
+
+    ref_a(rows) gives those rows of A and ref_b() all of B, as float64 CPU tensors of the rounded inputs the
+    device saw."""
+    m = out.shape[0]
+    g = torch.Generator().manual_seed(0)
+    rows = torch.randperm(m, generator=g)[: min(m, 64)]
+    a = ref_a(rows)
+    b = ref_b()
+    ref = a @ b
+    scale = a.abs() @ b.abs()
+    got = out[rows.to(out.device)].to("cpu", torch.float64)
+    if not torch.isfinite(got).all():
+        return "output has non-finite values"
+    err = ((got - ref).abs() / scale.clamp_min(1e-30)).max().item()
+    if err > tol:
+        return f"max relative error {err:.3g} exceeds tolerance {tol:g}"
+    return None
 
 
 def _make_op(dtype: str, m: int, n: int, k: int, dev) -> _Op:

@@ -1,0 +1,73 @@
+"""attention-libs: its float64 reference is attention's (forward and gradients, grouped-query heads too); SDPA
+kernels a device lacks are unsupported with the reason; FlexAttention compiles where torch.compile runs and
+says why not elsewhere; an attention that drops its causal mask is wrong_result."""
+
+import json
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from conftest import FIXTURES, gapbench
+from gapbench.devices import resolve
+from gapbench.workloads import attention_libs as al
+
+
+def run(tmp_path, *args, device="test"):
+    out = tmp_path / "r.json"
+    p = gapbench("run", "--device", device, "--no-history", "-q", "-o", out, "--variant-budget", "1", *args,
+                 env={"OMP_NUM_THREADS": "1"})
+    assert p.returncode == 0, p.stderr[-3000:]
+    return {(m["variant"]["mode"], m["variant"]["path"]): m for m in json.loads(out.read_text())["measurements"]}
+
+
+def test_reference_is_float64_attention_with_its_gradients():
+    """The written-out softmax backward agrees with autograd through SDPA in float64, grouped-query heads too."""
+    shape = al.Shape(1, 4, 2, 48, 16)
+    inp = al.Inputs.make(shape, "fp32", resolve("cpu"), grad=True)
+    ref = al.reference(inp, grad=True)
+    q, k, v = (t.detach().double().requires_grad_() for t in (inp.q, inp.k, inp.v))
+    out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    dq, dk, dv = torch.autograd.grad(out, (q, k, v), inp.dout.double())
+    torch.testing.assert_close(ref["out"], out[0, :2])
+    torch.testing.assert_close(ref["dq"], dq[0, :2])
+    torch.testing.assert_close(ref["dk"], dk[0, 0])
+    torch.testing.assert_close(ref["dv"], dv[0, 0])
+    assert al.compare(al.sample(inp, out, (dq, dk, dv)), ref, "fp32") is None
+    assert "dk" in al.compare(al.sample(inp, out, (dq, dk * 1.01, dv)), ref, "fp32")  # 1% off is caught
+
+
+def test_sdpa_kernels_the_device_lacks_are_unsupported(tmp_path):
+    rows = run(tmp_path, "-w", "attention-libs:tiny", "--dtype", "fp32")
+    for mode in al.MODES:
+        for path in ("sdpa", "flash", "math"):
+            m = rows[(mode, path)]
+            assert m["status"] == "ok", (mode, path, m["reason"])
+            assert m["flops"] == al.attention_flops(al.Shape(1, 4, 2, 128, 64), mode)
+        assert rows[(mode, "sdpa")]["metrics"]["library"].startswith("SDPA's choice: ")
+        for path in ("efficient", "cudnn", "overrideable"):
+            m = rows[(mode, path)]
+            assert m["status"] == "unsupported" and f"no {path} SDPA kernel" in m["reason"], (mode, path)
+        assert rows[(mode, "flex")]["status"] == "unsupported" and "torch.compile" in rows[(mode, "flex")]["reason"]
+    fwd, both = rows[("fwd", "sdpa")], rows[("fwd+bwd", "sdpa")]
+    assert both["flops"] == pytest.approx(3.5 * fwd["flops"])
+
+
+def test_an_attention_that_drops_its_mask_is_wrong_result(tmp_path):
+    rows = run(tmp_path, "--workload-file", FIXTURES / "wrong_paths.py", "-w", "attention-libs-unmasked:tiny",
+               "--dtype", "bf16")
+    for mode in al.MODES:
+        assert rows[(mode, "sdpa")]["status"] == "ok"
+        bad = rows[(mode, "drops-the-mask")]
+        assert bad["status"] == "wrong_result" and "exceeds tolerance" in bad["reason"], bad
+
+
+@pytest.mark.slow
+def test_flex_attention_compiles_on_the_cpu_forward_only(tmp_path):
+    rows = run(tmp_path, "-w", "attention-libs:tiny", "--dtype", "fp32", device="cpu")
+    fwd = rows[("fwd", "flex")]
+    assert fwd["status"] == "ok", fwd["reason"]
+    assert fwd["metrics"]["compile_s"] > 0 and fwd["metrics"]["path_kind"] == "portable"
+    both = rows[("fwd+bwd", "flex")]
+    assert both["status"] == "unsupported" and "backward" in both["reason"]
+    assert rows[("fwd", "efficient")]["status"] == "unsupported"
