@@ -41,6 +41,11 @@ SUITES: dict[str, dict] = {
         "description": "all_reduce, all_gather, reduce_scatter, all_to_all, broadcast, send/recv over a size sweep",
         "entries": [{"cpu": "collective:tiny", "accelerator": "collective:standard"}],
     },
+    "assess": {
+        "description": "the rates gapbench assess predicts a model's step from: GEMM per dtype with the shape sweep, "
+                       "memory bandwidth in cache and in memory, the per-operator cost",
+        "entries": ["gemm:quick", "membw:tiny", "membw:quick", "launch:quick"],
+    },
     "parity": {
         "description": "the known weak spots: sparse, dynamic shapes, mixed-precision training",
         "entries": ["sparse:standard", "dynamic-shapes:standard", "amp-train:standard"],

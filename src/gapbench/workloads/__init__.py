@@ -25,6 +25,7 @@ BUILTIN: dict[str, str] = {
     "sparse": "gapbench.workloads.sparse:Sparse",
     "dynamic-shapes": "gapbench.workloads.dynamic_shapes:DynamicShapes",
     "amp-train": "gapbench.workloads.amp_train:AmpTrain",
+    "launch": "gapbench.workloads.launch:Launch",
 }
 
 ENTRY_POINT_GROUP = "gapbench.workloads"
