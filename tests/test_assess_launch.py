@@ -1,5 +1,5 @@
-"""The launch workload (per-operator cost, the rate gapbench assess needs for small models): real runs on the CPU,
-the operator count it divides by, and its check against float64."""
+"""The micro workloads gapbench assess reads besides gemm and membw — launch (per-operator cost), conv and
+attention (per dtype, shape and pass): real runs on the CPU, what they count, their checks."""
 
 import pytest
 import torch
@@ -50,3 +50,42 @@ def test_the_check_catches_a_wrong_module():
     closure = dict(zip(model_fn.__code__.co_freevars, (c.cell_contents for c in model_fn.__closure__), strict=True))
     closure["out"]["loss"] = closure["out"]["loss"] * 1.01
     assert "float64 gives" in bad_check()
+
+
+def test_attention_runs_forward_and_backward_and_counts_like_the_trace():
+    from gapbench.workloads import attention
+
+    w = get("attention")
+    ctx = _ctx()
+    variants = w.variants("tiny", Context(device=resolve("cpu"), preset="tiny", options={"dtype": "fp32"}))
+    assert [v.params["pass"] for v in variants] == ["forward", "backward"]
+    # the FLOPs of the forward are the two batched GEMMs, as torch.utils.flop_counter counts a model's attention
+    assert variants[0].flops == 4 * 8 * 128 * 128 * 32
+    for v in variants:
+        m = w.run(v, ctx)
+        assert m.ok and m.value > 0, m.reason
+    q = torch.randn(1, 2, 16, 8)
+    assert attention._check(q, q, q, torch.nn.functional.scaled_dot_product_attention(q, q, q), None, 1e-4) == ""
+    wrong = torch.nn.functional.scaled_dot_product_attention(q, q, q) * 1.01
+    assert "differs from float64" in attention._check(q, q, q, wrong, None, 1e-4)
+
+
+def test_conv_counts_like_flop_counter_and_checks_its_gradient():
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from gapbench.workloads import conv
+
+    w = get("conv")
+    variants = w.variants("tiny", Context(device=resolve("cpu"), preset="tiny", options={"dtype": "fp32"}))
+    x = torch.randn(1, 16, 16, 16, requires_grad=True)
+    weight = torch.randn(16, 16, 3, 3, requires_grad=True)
+    counter = FlopCounterMode(display=False)
+    with counter:
+        torch.nn.functional.conv2d(x, weight, padding=1).sum().backward()
+    assert variants[0].flops + variants[1].flops == counter.get_total_flops()
+    for v in variants:
+        m = w.run(v, _ctx())
+        assert m.ok and m.value > 0, m.reason
+    out = torch.nn.functional.conv2d(x, weight, padding=1)
+    assert conv._check(x, weight, out, None, 1e-4) == ""
+    assert "differs from float64" in conv._check(x, weight, out * 1.01, None, 1e-4)

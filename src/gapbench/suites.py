@@ -43,8 +43,9 @@ SUITES: dict[str, dict] = {
     },
     "assess": {
         "description": "the rates gapbench assess predicts a model's step from: GEMM per dtype with the shape sweep, "
-                       "memory bandwidth in cache and in memory, the per-operator cost",
-        "entries": ["gemm:quick", "membw:tiny", "membw:quick", "launch:quick"],
+                       "convolution and attention per dtype and shape, memory bandwidth in cache and in memory, the "
+                       "per-operator cost",
+        "entries": ["gemm:quick", "conv:quick", "attention:quick", "membw:tiny", "membw:quick", "launch:quick"],
     },
     "parity": {
         "description": "the known weak spots: sparse, dynamic shapes, mixed-precision training",

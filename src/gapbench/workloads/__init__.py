@@ -26,6 +26,8 @@ BUILTIN: dict[str, str] = {
     "dynamic-shapes": "gapbench.workloads.dynamic_shapes:DynamicShapes",
     "amp-train": "gapbench.workloads.amp_train:AmpTrain",
     "launch": "gapbench.workloads.launch:Launch",
+    "attention": "gapbench.workloads.attention:Attention",
+    "conv": "gapbench.workloads.conv:Conv",
 }
 
 ENTRY_POINT_GROUP = "gapbench.workloads"
