@@ -46,6 +46,8 @@ def test_verdict_first_and_fail_on_blocker(tmp_path):
     (["assess", str(REPO), "--target", "rocm", "--like", "no-such:tiny"], "unknown workload 'no-such'"),
     (["assess", str(REPO), "--target", "rocm", "--like", "llm-train:huge"], "no preset 'huge'"),
     (["assess", str(REPO), "--target", "rocm", "--coverage", str(COVERAGE)], "needs a step"),
+    (["assess", str(REPO), "--target", "rocm", "--dtype", "bf16"], "--dtype is the precision a --like workload"),
+    (["assess", str(REPO), "--target", "rocm", "--like", "llm-train:tiny", "--dtype", "fp8"], "dtype 'fp8'"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, words):
     p = gapbench(*args, timeout=180)

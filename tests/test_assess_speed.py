@@ -123,6 +123,41 @@ def test_nearest_shape_among_fixed_rows_and_sweep_probes(tmp_path):
     assert pr.bandwidth_at(1e5).rate.value == 10e9 and pr.bandwidth_at(1e9).rate.value == 1e9
 
 
+def test_convolution_at_its_own_measured_rate(tmp_path):
+    rows = [_m("conv", {"dtype": "fp32", "batch": 2, "c_in": 32, "c_out": 32, "hw": 64, "kernel": 3, "pass": p},
+               v, "TFLOP/s") for p, v in (("forward", 0.002), ("backward", 0.001))]
+    a = platform_rates(results.load(rates_file(tmp_path / "a.json", gemm_tflops=0.001, per_op_us=10, extra=rows)))
+    assert a.conv_rate("fp32", False, (8000, 30, 300)).m == 2 * 64 * 64
+    work = Work("x", [Item("aten.convolution.default", "conv", "fp32", "forward", 2e6, 1e3, (8000, 30, 300), 2),
+                      Item("aten.convolution_backward.default", "conv", "fp32", "backward", 4e6, 1e3, (8000, 30, 300),
+                           1)])
+    p, _ = predict([(work, a), (work, a)])
+    # 2 × 2 MFLOP at 2 GFLOP/s forward + 4 MFLOP at 1 GFLOP/s backward, and 3 operator calls
+    assert p.source.step_s == pytest.approx(2e-3 + 4e-3 + 3 * 10e-6)
+
+
+def test_attention_at_its_own_measured_rate(tmp_path):
+    def att(pas: str, seq: int, tflops: float) -> Measurement:
+        return _m("attention", {"dtype": "fp32", "batch_heads": 16, "seq": seq, "head_dim": 64, "pass": pas}, tflops,
+                  "TFLOP/s")
+
+    rows = [att("forward", 128, 0.004), att("forward", 1024, 0.008), att("backward", 128, 0.002)]
+    a = platform_rates(results.load(rates_file(tmp_path / "a.json", gemm_tflops=0.001, per_op_us=10, extra=rows)))
+    work = Work("x", [Item("aten._scaled_dot_product_flash_attention_for_cpu.default", "attention", "fp32", "forward",
+                           4e6, 1e3, (16, 100, 64), 3),
+                      Item("aten._scaled_dot_product_flash_attention_for_cpu_backward.default", "attention", "fp32",
+                           "backward", 1e7, 1e3, (16, 100, 64), 3)])
+    p, missing = predict([(work, a), (work, a)])
+    assert not missing
+    # 3 forward calls of 4 MFLOP at the seq-128 forward row's 4 GFLOP/s, 3 backward of 10 MFLOP at 2 GFLOP/s
+    assert {c.cls: c.seconds for c in p.source.classes}["attention"] == pytest.approx(3 * 1e-3 + 3 * 5e-3)
+    assert p.source.step_s == pytest.approx(18e-3 + 6 * 10e-6)
+    fp16 = Work("x", [Item("aten._scaled_dot_product_flash_attention_for_cpu.default", "attention", "fp16",
+                           "forward", 4e6, 1e3, (16, 100, 64), 1)])
+    _, missing = predict([(fp16, a), (fp16, a)])
+    assert missing == ["cpu 0.001: no fp16 forward attention rows (attention)"]
+
+
 def test_collectives_at_the_message_size(tmp_path):
     coll = [_m("collective", {"op": "all_reduce", "mode": "in-place", "bytes": size, "dtype": "fp32", "ranks": 2},
                bw, "GB/s", metrics={"algbw_gbps": bw}) for size, bw in ((4096, 0.01), (1048576, 1.0))]

@@ -62,11 +62,31 @@ def test_an_entry_may_return_its_own_step(repo):
 
 def test_classes():
     aten = torch.ops.aten
-    assert op_class(aten.mm.default) == "gemm" and op_class(aten.convolution.default) == "gemm"
+    assert op_class(aten.mm.default) == "gemm" and op_class(aten.convolution.default) == "conv"
+    assert op_class(aten.convolution_backward.default) == "conv"
     assert op_class(aten._scaled_dot_product_flash_attention_for_cpu.default) == "attention"
     assert op_class(aten.view.default) == "view" and op_class(aten.expand.default) == "view"
     assert op_class(aten.add.Tensor) == "memory" and op_class(aten.add_.Tensor) == "memory"
     assert op_class(aten._unsafe_view.default) == "view"
+
+
+def test_a_convolution_is_its_im2col_gemm_forward_and_backward():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from gapbench.assess.work import WorkRecorder
+
+    rec = WorkRecorder()
+    with FakeTensorMode():
+        conv = torch.nn.Conv2d(8, 16, 3, padding=1)
+        x = torch.randn(2, 8, 10, 10, requires_grad=True)
+        with rec:
+            out = conv(x)
+            rec.backward_call = True
+            out.sum().backward()
+    convs = {i.phase: i for i in rec.work("conv").items if i.cls == "conv"}
+    # 2 images × 10 × 10 output pixels, 16 output channels, 8 input channels × 3 × 3
+    assert convs["forward"].shape == convs["backward"].shape == (200, 16, 72)
+    assert convs["forward"].flops == 2 * 200 * 16 * 72 and convs["backward"].flops == 2 * convs["forward"].flops
 
 
 @pytest.mark.slow
@@ -77,6 +97,8 @@ def test_llm_train_is_traced_as_the_iteration_it_measures():
     assert work.dtype == "bf16" and work.variant["dtype"] == "bf16" and work.variant["batch_size"] == 4
     gemm = [i for i in work.items if i.cls in ("gemm", "attention")]
     assert {i.dtype for i in gemm if i.cls == "gemm"} == {"bf16"}     # autocast: the matmuls run in bf16
+    attention = [i for i in work.items if i.cls == "attention"]
+    assert {i.shape for i in attention} == {(16, 128, 32)}          # batch 4 × 4 heads, 128 tokens, head dim 32
     updates = {i.op for i in work.items if i.phase == "forward"}
     assert {"aten.lerp_.Scalar", "aten.addcdiv_.default"} <= updates    # AdamW's update is part of the iteration
     assert not any(i.op.startswith("profiler.") for i in work.items)    # markers, not kernels

@@ -2,6 +2,9 @@
 
   gemm        FLOP/s per dtype at every measured shape: the fixed-shape rows, and every probe shape of the
               sweep rows (metrics.sweep; the finalists' full timings where the sweep has them)
+  conv        FLOP/s of 3×3 convolutions per dtype and pass at each measured im2col (m, n, k)
+  attention   FLOP/s of scaled-dot-product attention per dtype and pass (forward, backward) at each measured
+              (batch × heads, sequence, head dimension)
   bandwidth   bytes/s of the BabelStream kernels (membw), per array size: the median over the kernels
   per-op      seconds per operator (launch): `op` a bare operator, `train` per operator of an eager training
               step, `infer` per operator of a forward without autograd
@@ -48,6 +51,14 @@ class GemmPoint:
 
 
 @dataclass(frozen=True)
+class AttentionPoint:
+    batch_heads: int
+    seq: int
+    head_dim: int
+    rate: Rate
+
+
+@dataclass(frozen=True)
 class SizePoint:
     size: float  # bytes per call (membw: bytes moved per kernel call; collective: message bytes)
     rate: Rate
@@ -60,6 +71,8 @@ class PlatformRates:
     device_type: str
     run_id: str = ""
     gemm: dict[str, list[GemmPoint]] = field(default_factory=dict)  # dtype -> points
+    conv: dict[tuple[str, str], list[GemmPoint]] = field(default_factory=dict)  # (dtype, pass) -> im2col points
+    attention: dict[tuple[str, str], list[AttentionPoint]] = field(default_factory=dict)  # (dtype, pass) -> points
     bandwidth: list[SizePoint] = field(default_factory=list)
     per_op: dict[str, Rate] = field(default_factory=dict)  # launch kind -> seconds per operator
     collectives: dict[str, list[SizePoint]] = field(default_factory=dict)  # op -> bytes/s by message size
@@ -75,12 +88,21 @@ class PlatformRates:
     # ---- lookups -----------------------------------------------------------------------------------------
     def gemm_rate(self, dtype: str, shape: tuple[int, int, int]) -> GemmPoint | None:
         """The measured GEMM of this dtype nearest in shape (sum of |log| ratios of m, n and k)."""
-        points = self.gemm.get(dtype) or []
+        return _nearest(self.gemm.get(dtype) or [], shape)
+
+    def conv_rate(self, dtype: str, backward: bool, shape: tuple[int, int, int]) -> GemmPoint | None:
+        """The measured convolution of this dtype and pass nearest in im2col shape."""
+        return _nearest(self.conv.get((dtype, "backward" if backward else "forward")) or [], shape)
+
+    def attention_rate(self, dtype: str, backward: bool, shape: tuple[int, int, int]) -> AttentionPoint | None:
+        """The measured attention of this dtype and pass nearest in sequence and head dimension, then in
+        batch × heads (sum of |log| ratios, the last at half weight)."""
+        points = self.attention.get((dtype, "backward" if backward else "forward")) or []
         if not points:
             return None
-        m, n, k = (max(1, x) for x in shape)
-        return min(points, key=lambda p: (abs(math.log(p.m / m)) + abs(math.log(p.n / n)) + abs(math.log(p.k / k)),
-                                          -p.rate.value))
+        bh, seq, d = (max(1, x) for x in shape)
+        return min(points, key=lambda p: (abs(math.log(p.seq / seq)) + abs(math.log(p.head_dim / d))
+                                          + 0.5 * abs(math.log(p.batch_heads / bh)), -p.rate.value))
 
     def bandwidth_at(self, nbytes: float) -> SizePoint | None:
         """The memory-bandwidth row nearest in bytes moved per call."""
@@ -96,6 +118,14 @@ class PlatformRates:
             return None
         b = max(nbytes, 1.0)
         return min(points, key=lambda p: abs(math.log(p.size / b)))
+
+
+def _nearest(points: list[GemmPoint], shape: tuple[int, int, int]) -> GemmPoint | None:
+    if not points:
+        return None
+    m, n, k = (max(1, x) for x in shape)
+    return min(points, key=lambda p: (abs(math.log(p.m / m)) + abs(math.log(p.n / n)) + abs(math.log(p.k / k)),
+                                      -p.rate.value))
 
 
 def collective_name(aten_op: str) -> str | None:
@@ -192,6 +222,18 @@ def platform_rates(rs: ResultSet) -> PlatformRates:
     for m in ok:
         if m.workload == "gemm" and ("m" in m.variant or m.variant.get("sweep")):
             pr.gemm.setdefault(str(m.variant.get("dtype")), []).extend(_gemm_points(m))
+        elif m.workload == "conv" and m.variant.get("pass") in ("forward", "backward"):
+            v = m.variant
+            mm, nn, kk = v["batch"] * v["hw"] * v["hw"], v["c_out"], v["c_in"] * v.get("kernel", 3) ** 2
+            pr.conv.setdefault((str(v.get("dtype")), v["pass"]), []).append(GemmPoint(int(mm), int(nn), int(kk), _rate(
+                m, m.value * 1e12, f"conv {v.get('dtype')} {v['pass']} {v['c_in']}→{v['c_out']} ch {v['hw']}² ×"
+                                   f"{v['batch']}")))
+        elif m.workload == "attention" and m.variant.get("pass") in ("forward", "backward"):
+            v = m.variant
+            pr.attention.setdefault((str(v.get("dtype")), v["pass"]), []).append(AttentionPoint(
+                int(v["batch_heads"]), int(v["seq"]), int(v["head_dim"]), _rate(
+                    m, m.value * 1e12, f"attention {v.get('dtype')} {v['pass']} {v['batch_heads']}×{v['seq']}×"
+                                       f"{v['head_dim']}")))
         elif m.workload == "launch" and m.variant.get("kind") in LAUNCH_KINDS:
             pr.per_op[m.variant["kind"]] = _rate(m, m.value * 1e-6, f"launch {m.variant['kind']}")
         elif is_end_to_end(m):

@@ -2,7 +2,9 @@
 
 Each traced operator call costs, on a platform (its rates from its results file, assess.rates):
 
-    gemm, attention   max(FLOPs / GEMM rate at the nearest measured shape of its dtype, bytes / bandwidth)
+    gemm              max(FLOPs / GEMM rate at the nearest measured shape of its dtype, bytes / bandwidth)
+    conv              max(FLOPs / convolution rate of its dtype and pass at the nearest im2col shape, bytes / bw)
+    attention         max(FLOPs / attention rate of its dtype and pass at the nearest measured shape, bytes / bw)
     memory            bytes / bandwidth at the nearest measured size
     collective        message bytes / the collective's algorithm bandwidth at the nearest message size
     view              nothing but its per-operator cost
@@ -27,19 +29,19 @@ from dataclasses import dataclass
 import numpy as np
 
 from gapbench.assess.rates import PlatformRates, Rate
-from gapbench.assess.work import Work
+from gapbench.assess.work import COMPUTE, Work
 from gapbench.compare.gaps import RUN_TO_RUN_SPREAD, Gap, judge
 from gapbench.compare.rates import time_per_iter
 
 DRAWS = 4000
 SEED = 0
 LEVEL = 0.95
-WORK_CLASSES = ("gemm", "attention", "memory", "collective")
+WORK_CLASSES = ("gemm", "conv", "attention", "memory", "collective")
 
 
 @dataclass(frozen=True)
 class ClassTime:
-    cls: str  # gemm | attention | memory | collective | overhead
+    cls: str  # gemm | conv | attention | memory | collective | overhead
     calls: int
     flops: float
     bytes: float
@@ -99,7 +101,7 @@ class _Plan:
     count: np.ndarray
     flops: np.ndarray
     nbytes: np.ndarray
-    compute: np.ndarray  # index of the FLOP rate (gemm, attention)
+    compute: np.ndarray  # index of the FLOP rate (gemm, conv, attention)
     memory: np.ndarray  # index of the byte rate (bandwidth, or the collective's)
     classes: list[str]
     per_op: int  # index of the per-operator time
@@ -131,14 +133,14 @@ def plan_side(work: Work, pr: PlatformRates, table: _Table, platform: int, key: 
     used: dict[str, list[str]] = {}
     for it in work.items:
         ci = mi = -1
-        if it.cls in ("gemm", "attention"):
-            point = pr.gemm_rate(it.dtype, it.shape or (1, 1, 1))
+        if it.cls in COMPUTE:
+            point, lacking = _compute_rate(pr, it)
             if point is None:
-                missing.append(f"no {it.dtype} GEMM rows (gemm)")
+                missing.append(lacking)
                 continue
             ci = table.add(key, point.rate)
             used.setdefault(it.cls, []).extend([point.rate.source] * it.count)
-        if it.cls in ("gemm", "attention", "memory") and it.bytes > 0:
+        if (it.cls in COMPUTE or it.cls == "memory") and it.bytes > 0:
             bw = pr.bandwidth_at(it.bytes)
             if bw is None:
                 missing.append("no memory bandwidth rows (membw)")
@@ -165,6 +167,18 @@ def plan_side(work: Work, pr: PlatformRates, table: _Table, platform: int, key: 
                  np.array(cols["bytes"], dtype=float), np.array(cols["compute"], dtype=int),
                  np.array(cols["memory"], dtype=int), cols["cls"], table.add(key, pr.per_op[kind]), work.calls,
                  platform, used), []
+
+
+def _compute_rate(pr: PlatformRates, it):
+    """(the rate point for a FLOP-priced call, or None and what the results file lacks)."""
+    shape = it.shape or (1, 1, 1)
+    backward = "backward" in it.op
+    pas = "backward" if backward else "forward"
+    if it.cls == "gemm":
+        return pr.gemm_rate(it.dtype, shape), f"no {it.dtype} GEMM rows (gemm)"
+    if it.cls == "conv":
+        return pr.conv_rate(it.dtype, backward, shape), f"no {it.dtype} {pas} convolution rows (conv)"
+    return pr.attention_rate(it.dtype, backward, shape), f"no {it.dtype} {pas} attention rows (attention)"
 
 
 def _item_times(plan: _Plan, values: np.ndarray) -> np.ndarray:
@@ -212,6 +226,8 @@ def predict(sides: list[tuple[Work, PlatformRates]], draws: int = DRAWS, seed: i
         missing += miss
     if missing:
         return None, list(dict.fromkeys(missing))
+    if any(p.calls == 0 for p in plans):
+        return None, ["the traced step ran no operators"]
     rng = np.random.default_rng(seed)
     nominal = np.array([r.value for r in table.rates])
     sigma = np.array([r.sigma for r in table.rates])
@@ -270,6 +286,7 @@ def measured_check(sides: list[tuple[Work, PlatformRates]], predicted: list[floa
         return None, "the measured rows carry no time per iteration"
     spread = math.sqrt(sum(RUN_TO_RUN_SPREAD["cpu" if pr.synchronous else "accelerator"] ** 2 for pr in (src, tgt)) / 2)
     gap = judge(b, a, b.higher_is_better, spread)
-    predicted_gap = (predicted[0] / predicted[1] - 1) * 100
-    error = predicted_gap - gap.pct if gap.pct is not None else math.nan
+    if gap.pct is None:
+        return None, f"the measured rows give no gap ({gap.status})"
+    error = (predicted[0] / predicted[1] - 1) * 100 - gap.pct
     return MeasuredCheck(w_src.target, (a.variant, b.variant), (ta, tb), (predicted[0], predicted[1]), gap, error), ""

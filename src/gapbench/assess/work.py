@@ -6,9 +6,9 @@ traces it, and each operator call is recorded with what it costs a machine:
   FLOPs   torch.utils.flop_counter's formulas (matmul, convolution, attention); none for other operators
   bytes   the tensors it reads plus the tensors it writes (numel × element size); none for views, which move
           no data
-  class   gemm (matmul and convolution: a FLOP formula), attention (scaled-dot-product kernels), collective
-          (c10d operators), view (returns an alias of an input), memory (everything else: element-wise
-          operators, reductions, norms, copies, embeddings, optimizer updates)
+  class   gemm (matrix multiplies), conv (convolutions, forward and backward), attention (scaled-dot-product
+          kernels), collective (c10d operators), view (returns an alias of an input), memory (everything else:
+          element-wise operators, reductions, norms, copies, embeddings, optimizer updates)
 
 Calls of one operator with the same class, dtype and shapes are one `Item` with a count.
 """
@@ -24,7 +24,8 @@ from torch.utils._pytree import tree_flatten
 from gapbench.coverage.dispatch import OpRecorder, in_backward
 from gapbench.workloads.launch import SKIPPED, is_composite
 
-CLASSES = ("gemm", "attention", "memory", "collective", "view")
+CLASSES = ("gemm", "conv", "attention", "memory", "collective", "view")
+COMPUTE = ("gemm", "conv", "attention")  # classes priced by a FLOP rate
 COLLECTIVE_NAMESPACES = ("c10d", "_c10d_functional", "c10d_functional")
 DTYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "float64": "fp64", "int8": "int8",
                "float8_e4m3fn": "fp8", "float8_e4m3fnuz": "fp8", "float8_e5m2": "fp8"}
@@ -40,7 +41,8 @@ class Item:
     phase: str  # forward | backward
     flops: float  # per call
     bytes: float  # per call: tensors read + written (a collective: its message, the first tensor)
-    shape: tuple[int, int, int] | None = None  # gemm/attention: the equivalent (m, n, k) of one GEMM call
+    shape: tuple[int, int, int] | None = None  # gemm, conv: (m, n, k) of one (im2col) GEMM; attention: (batch ×
+    #                                               heads, seq, head dim)
     count: int = 1
 
     @property
@@ -143,7 +145,7 @@ def _nbytes(t: torch.Tensor) -> float:
 
 
 def op_class(func) -> str:
-    """gemm | attention | collective | view | memory for an ATen operator overload."""
+    """gemm | conv | attention | collective | view | memory for an ATen operator overload."""
     name = str(func)
     packet = name.rsplit(".", 1)[0]
     if name.split(".")[0] in COLLECTIVE_NAMESPACES:
@@ -151,7 +153,7 @@ def op_class(func) -> str:
     if any(k in packet for k in ("scaled_dot_product", "flash_attention", "efficient_attention", "flex_attention")):
         return "attention"
     if _flop_formula(func) is not None:
-        return "gemm"
+        return "conv" if "conv" in packet else "gemm"
     if _is_view(func):
         return "view"
     return "memory"
@@ -222,8 +224,8 @@ def op_bytes(func, args, kwargs, out, cls: str) -> float:
 
 
 def gemm_shape(func, args, flops: float) -> tuple[int, int, int] | None:
-    """The (m, n, k) of one GEMM with the call's FLOPs: the matrices for mm/addmm/bmm, the im2col view of a
-    convolution (n = output channels, k = input channels per group × kernel), two batched GEMMs for attention."""
+    """The (m, n, k) of one matrix multiply: its matrices (mm, addmm, bmm with the batch folded into m), else the
+    cube with the call's FLOPs."""
     ts = _tensors(args)
     packet = str(func.overloadpacket).split(".")[-1]
     dims = None
@@ -236,25 +238,42 @@ def gemm_shape(func, args, flops: float) -> tuple[int, int, int] | None:
     elif packet in ("bmm", "baddbmm") and len(ts) >= 2:
         a, b = ts[-2], ts[-1]
         dims = (a.shape[0] * a.shape[1], b.shape[-1], a.shape[-1])
-    elif "conv" in packet:
-        w = next((t for t in ts if t.dim() >= 3), None) if packet != "convolution_backward" else ts[2]
-        if w is not None and w.dim() >= 3:
-            n, k = w.shape[0], math.prod(w.shape[1:])
-            dims = (max(1, round(flops / (2 * n * k))) if n * k else 1, n, k)
-    elif op_class(func) == "attention" and len(ts) >= 3:
-        q = ts[1] if "backward" in packet else ts[0]
-        if q.dim() == 4:
-            dims = (q.shape[0] * q.shape[1] * q.shape[2], q.shape[2], q.shape[3])
     if dims is None and flops > 0:
         side = max(1, round((flops / 2) ** (1 / 3)))
         dims = (side, side, side)
     return tuple(int(d) for d in dims) if dims else None
 
 
+def conv_shape(func, args, out) -> tuple[int, int, int] | None:
+    """The im2col GEMM of a convolution, forward or backward: (output pixels × batch, output channels, input
+    channels per group × kernel), from the weight and the output (forward) or the output gradient (backward)."""
+    ts = _tensors(args)
+    backward = "backward" in str(func)
+    if backward and len(ts) >= 3:
+        grad_out, w = ts[0], ts[2]
+    else:
+        w = ts[1] if len(ts) >= 2 else None
+        grad_out = next(iter(_tensors(out)), None)
+    if w is None or grad_out is None or w.dim() < 3 or grad_out.dim() < 3:
+        return None
+    n, k = int(w.shape[0]), int(math.prod(w.shape[1:]))
+    return (max(1, grad_out.numel() // max(1, grad_out.shape[1])), n, k)
+
+
+def attention_shape(func, args) -> tuple[int, int, int] | None:
+    """(batch × heads, query sequence, head dimension) of a scaled-dot-product kernel's query."""
+    ts = _tensors(args)
+    q = ts[1] if "backward" in str(func) and len(ts) > 1 else (ts[0] if ts else None)
+    if q is None or q.dim() < 3:
+        return None
+    return (int(math.prod(q.shape[:-2])), int(q.shape[-2]), int(q.shape[-1]))
+
+
 def describe(func, args, kwargs, out, phase: str) -> Item:
     cls = op_class(func)
     first = next(iter(_tensors((args, kwargs))), None)
-    flops = op_flops(func, args, kwargs, out) if cls in ("gemm", "attention") else 0.0
-    shape = gemm_shape(func, args, flops) if cls in ("gemm", "attention") else None
+    flops = op_flops(func, args, kwargs, out) if cls in COMPUTE else 0.0
+    shape = {"gemm": lambda: gemm_shape(func, args, flops), "conv": lambda: conv_shape(func, args, out),
+             "attention": lambda: attention_shape(func, args)}.get(cls, lambda: None)()
     nbytes = _nbytes(first) if cls == "collective" and first is not None else op_bytes(func, args, kwargs, out, cls)
     return Item(str(func), cls, dtype_name(first.dtype if first is not None else None), phase, flops, nbytes, shape)

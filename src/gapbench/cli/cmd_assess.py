@@ -70,6 +70,8 @@ def _checked_format(args) -> str:
         raise GapbenchError("--limit must be 0 (all) or more")
     if args.output and not os.path.isdir(os.path.dirname(os.path.abspath(args.output))):
         raise GapbenchError(f"{args.output}: its folder does not exist")
+    if args.dtype and not args.like:
+        raise GapbenchError("--dtype is the precision a --like workload is traced at; your --entry sets its own")
     if args.coverage and not (args.entry or args.like):
         raise GapbenchError("--coverage needs a step to check: give --entry MODULE:FUNCTION or --like WORKLOAD:PRESET")
     return fmt

@@ -16,7 +16,7 @@ from gapbench.report.kit import MINUS, Table, fmt_num, fmt_pct, gap_text, html_t
 FORMATS = ("table", "md", "json", "html")
 STATUS_WORDS = {"native": "native", "cpu_fallback": "CPU fallback", "unsupported": "unsupported",
                 "wrong_result": "wrong result", "error": "error", "unknown": "not audited", "skipped": "not audited"}
-CLASS_WORDS = {"gemm": "GEMM (matmul, convolution)", "attention": "attention",
+CLASS_WORDS = {"gemm": "GEMM (matrix multiplies)", "conv": "convolution", "attention": "attention",
                "memory": "memory-bound (element-wise, reductions, norms, copies)", "collective": "collectives",
                "overhead": "per-operator cost"}
 SHOWN_OPS = 6  # operators named in the verdict line
@@ -199,8 +199,9 @@ def _method_text(s) -> str:
            False: "the larger of per-operator cost and work (the host issues operators while the device runs)"}
     sides = "; ".join(f"{p.platform}: {how[p.synchronous]}, per-operator time of launch kind={p.per_op}, "
                       f"run-to-run spread {p.spread:.1%} ({p.spread_basis})" for p in (s.source, s.target))
-    return ("How: each operator call costs max(FLOPs / GEMM rate at the nearest measured shape of its dtype, bytes "
-            "/ bandwidth at the nearest measured size), collectives their message over the measured algorithm "
+    return ("How: each operator call costs max(FLOPs / rate, bytes / bandwidth at the nearest measured size) — the "
+            "rate of a GEMM at the nearest measured shape of its dtype, of a convolution or attention at the nearest "
+            "measured shape of its dtype and pass — collectives their message over the measured algorithm "
             f"bandwidth, summed over the step — {sides}. The interval is a seeded Monte Carlo ({s.draws} draws, "
             f"seed {s.seed}) over each rate's own 95% interval and each platform's run-to-run spread; it covers the "
             "measurements' noise, not the model's own error.")
