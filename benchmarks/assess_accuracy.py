@@ -168,7 +168,7 @@ def markdown(rows: list[dict], skipped: list[dict], summ: dict, log: list[dict])
         lines.append(
             f"| {r['pair']} | {r['workload']} | {pct(r['predicted_gap_pct'])} [{pct(pi[0])}, {pct(pi[1])}] | "
             f"{pct(r['measured_gap_pct'])}" + (f" [{pct(mi[0])}, {pct(mi[1])}]" if mi else "") +
-            f" | {r['error_pp']:+.1f} pp | " + " → ".join(
+            f" | {r['error_pp']:+.1f} pp | ".replace("-", "−") + " → ".join(
                 f"{p:g} / {m:g}" for p, m in zip(r["predicted_step_ms"], r["measured_step_ms"], strict=True)) + " |")
     lines += ["", f"Pairs: {summ.get('pairs', 0)}; mean |error| {summ.get('mean_abs_error_pp')} pp, median "
                   f"{summ.get('median_abs_error_pp')} pp, max {summ.get('max_abs_error_pp')} pp; within 10 pp: "
