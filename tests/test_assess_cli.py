@@ -103,4 +103,6 @@ def test_like_with_results_and_coverage_gives_the_whole_verdict(tmp_path):
     p = gapbench("assess", REPO, "--target", "cpu", "--entry", "model:build", "--results", src, "--results", tgt,
                  "-f", "html", "-o", out, timeout=300, env=env, cwd=REPO)
     assert p.returncode == 0 and out.read_text().startswith("<!DOCTYPE html>")
-    assert p.stderr.startswith("moving ") and f"wrote {out}" in p.stderr
+    # what the traced code printed went to stderr, before the verdict line and the file written
+    assert p.stderr.splitlines()[0] == "building the model" and p.stderr.splitlines()[1].startswith("moving ")
+    assert f"wrote {out}" in p.stderr

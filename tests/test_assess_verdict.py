@@ -52,7 +52,8 @@ def test_stacks_without_verdicts_of_their_own_say_whose_stand_in():
         assert a.stack.name == name and a.stack.proxied and a.code.scan_target == "xpu"
         assert a.code.counts == {"works": 0, "auto": 3, "manual": 0, "blocker": 1}   # the XPU verdicts
         text = render(a, "md")
-        assert "the scanner's xpu verdicts stand in" in text and "no CUDA compatibility layer" in text
+        assert "the Intel XPU verdicts stand in" in text and "no CUDA compatibility layer" in text
+        assert f"The scanner has no {name} verdicts: the Intel XPU verdicts stand in" in text
     assert not gapbench.assess(REPO, target="npu").stack.proxied
     with pytest.raises(GapbenchError, match="unknown target 'cuda'"):
         gapbench.assess(REPO, target="cuda")

@@ -13,6 +13,7 @@ runs the user's function (opt-in). The words are gapbench.report.assess's.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import types
@@ -130,10 +131,11 @@ def assess(path: str | os.PathLike, target: str, *, entry: str | None = None, li
     if entry or like:
         from gapbench.assess.step import trace_entry, trace_like
 
-        if entry:
-            trace, work = trace_entry(entry, fake=fake)
-        else:
-            trace, work = trace_like(like, {"dtype": dtype or default_dtype(like, sets)}, fake=fake)
+        with contextlib.redirect_stdout(sys.stderr):  # what the traced code prints is not the verdict (-f json)
+            if entry:
+                trace, work = trace_entry(entry, fake=fake)
+            else:
+                trace, work = trace_like(like, {"dtype": dtype or default_dtype(like, sets)}, fake=fake)
     operators = _operators(trace, "entry" if entry else "like", coverage, index) if trace is not None else None
     speed, missing = _speed(work, sets, draws, seed)
     return Assessment(path=root, stack=st, code=code, operators=operators, work=work, speed=speed,

@@ -82,7 +82,7 @@ def _code_section(a: Assessment, limit: int) -> Section:
     sec.blocks.append(f"{c.files_scanned} files scanned in {c.root} (read only: nothing was imported or run)"
                       + (f"; {c.skipped} skipped" if c.skipped else "") + ".")
     if st.proxied:
-        sec.blocks.append(f"Verdicts for {st.name}: the scanner's {st.scan_target} verdicts stand in — {st.basis}.")
+        sec.blocks.append(f"Verdicts: {st.basis}.")
     sec.blocks.append(Table(["verdict", "findings"], [[v, str(c.counts.get(v, 0))] for v in
                                                       ("blocker", "manual", "auto", "works")],
                             styles=[[v, ""] for v in ("blocker", "manual", "auto", "works")]))
@@ -210,7 +210,8 @@ def _method_text(s) -> str:
 def _unknowns(a: Assessment) -> list[str]:
     out = []
     if a.stack.proxied:
-        out.append(f"The scanner has no {a.stack.name} verdicts: the {a.stack.scan_target} verdicts stand in.")
+        out.append(f"The scanner has no {a.stack.name} verdicts: the {_stack_name(a.stack.scan_target)} verdicts "
+                   "stand in (see the code section).")
     o = a.operators
     if o is None:
         out.append("Operators and speed: no step traced (no --entry or --like).")
@@ -229,6 +230,13 @@ def _unknowns(a: Assessment) -> list[str]:
     if a.speed is None:
         out += [f"Speed not predicted: {m}." for m in a.speed_missing]
     return out
+
+
+def _stack_name(key: str) -> str:
+    from gapbench.scan.stacks import stacks
+
+    st = stacks().get(key)
+    return st.name if st else key
 
 
 def sections(a: Assessment, limit: int = 20) -> list[Section]:
