@@ -7,6 +7,7 @@ The Python API (lazily imported so that `import gapbench` stays cheap):
     report(...)    -> str              gapbench.report.render
     scan(...)      -> ScanReport       gapbench.scan.scan
     coverage(...)  -> ResultSet        gapbench.coverage.audit (its .coverage section filled)
+    assess(...)    -> Assessment       gapbench.assess.assess (code, operators and speed on a target stack)
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ _API = {
     "scan": "gapbench.scan:scan",
     "coverage": "gapbench.coverage:audit",
     "trace_ops": "gapbench.coverage.trace:trace_ops",
+    "assess": "gapbench.assess:assess",
 }
 
 __all__ = ["__version__", *_API]

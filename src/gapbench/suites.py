@@ -54,6 +54,12 @@ SUITES: dict[str, dict] = {
                        "portable (Triton, Inductor templates, FlexAttention), compiled, and libraries beside torch",
         "entries": ["gemm-libs:standard", "attention-libs:standard"],
     },
+    "assess": {
+        "description": "the rates gapbench assess predicts a model's step from: GEMM per dtype with the shape sweep, "
+                       "convolution and attention per dtype and shape, memory bandwidth in cache and in memory, the "
+                       "per-operator cost",
+        "entries": ["gemm:quick", "conv:quick", "attention:quick", "membw:tiny", "membw:quick", "launch:quick"],
+    },
     "parity": {
         "description": "the known weak spots: sparse, dynamic shapes, mixed-precision training",
         "entries": ["sparse:standard", "dynamic-shapes:standard", "amp-train:standard"],

@@ -16,7 +16,7 @@ from gapbench import __version__
 from gapbench.errors import GapbenchError
 
 VERBS = ("run", "list", "env", "compare", "report", "specs", "history", "coverage", "ops", "scan", "port",
-         "frameworks")
+         "frameworks", "assess")
 
 
 class _Parser(argparse.ArgumentParser):

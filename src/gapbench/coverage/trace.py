@@ -92,39 +92,50 @@ def _loss_of(out):
     return None
 
 
-def trace_callable(spec: str, fake: bool = True) -> OpTrace:
+def trace_callable(spec: str, fake: bool = True, recorder: OpRecorder | None = None) -> OpTrace:
+    """Trace `spec`'s (model, example_inputs), or the step it returns: a zero-argument callable (a training or
+    inference step) is run once as it is. `recorder`: the dispatch mode to record with (default OpRecorder)."""
     fn = load_callable(spec)
     mode = _fake_mode(fake)
-    rec = OpRecorder()
+    rec = recorder if recorder is not None else OpRecorder()
     with mode:
         try:
             built = fn()
         except Exception as e:
             raise GapbenchError(f"{spec} raised {e.__class__.__name__}: {_short(e)}") from None
-        if not (isinstance(built, (tuple, list)) and len(built) == 2):
-            raise GapbenchError(f"{spec} must return (model, example_inputs); it returned {type(built).__name__}")
-        model, inputs = built
-        if not callable(model):
+        step = built if callable(built) and not isinstance(built, torch.nn.Module) else None
+        if step is None and not (isinstance(built, (tuple, list)) and len(built) == 2):
+            raise GapbenchError(f"{spec} must return (model, example_inputs) or a step function; it returned "
+                                f"{type(built).__name__}")
+        model, inputs = (None, None) if step is not None else built
+        if step is None and not callable(model):
             raise GapbenchError(f"{spec}: the model it returned is not callable ({type(model).__name__})")
         try:
             with rec:
-                if isinstance(inputs, dict):
-                    out = model(**inputs)
-                elif isinstance(inputs, (tuple, list)):
-                    out = model(*inputs)
+                if step is not None:
+                    step()
                 else:
-                    out = model(inputs)
-                loss = _loss_of(out)
-                if loss is not None and loss.requires_grad:
-                    rec.backward_call = True
-                    loss.backward()
-                    rec.backward_call = False
+                    _forward_backward(model, inputs, rec)
         except GapbenchError:
             raise
         except Exception as e:
             hint = " (try --real: the model may need real data)" if fake else ""
             raise GapbenchError(f"running {spec} failed: {e.__class__.__name__}: {_short(e)}{hint}") from None
     return OpTrace(target=spec, forward=rec.forward, backward=rec.backward, dtypes=rec.dtypes, fake=fake)
+
+
+def _forward_backward(model, inputs, rec: OpRecorder) -> None:
+    if isinstance(inputs, dict):
+        out = model(**inputs)
+    elif isinstance(inputs, (tuple, list)):
+        out = model(*inputs)
+    else:
+        out = model(inputs)
+    loss = _loss_of(out)
+    if loss is not None and loss.requires_grad:
+        rec.backward_call = True
+        loss.backward()
+        rec.backward_call = False
 
 
 def trace_workload(spec: str, device: str = "cpu", fake: bool = True) -> OpTrace:

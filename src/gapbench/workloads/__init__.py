@@ -28,6 +28,9 @@ BUILTIN: dict[str, str] = {
     "llm-infer": "gapbench.workloads.llm_infer:LlmInfer",
     "gemm-libs": "gapbench.workloads.gemm_libs:GemmLibs",
     "attention-libs": "gapbench.workloads.attention_libs:AttentionLibs",
+    "launch": "gapbench.workloads.launch:Launch",
+    "attention": "gapbench.workloads.attention:Attention",
+    "conv": "gapbench.workloads.conv:Conv",
 }
 
 ENTRY_POINT_GROUP = "gapbench.workloads"

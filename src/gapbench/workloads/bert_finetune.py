@@ -147,6 +147,24 @@ class BertFinetune(Workload):
 
         return step
 
+    def build_iteration(self, preset: str, device, options: dict | None = None) -> Callable[[], None]:
+        """One measured iteration as run() times it — forward, backward and AdamW at the run's precision — on
+        `device` (a gapbench Device); works under FakeTensorMode (the shape trace of gapbench assess)."""
+        p = _preset(preset)
+        opts = options or {}
+        precision = tr.choose_precision(device, opts)
+        why = tr.precision_unsupported(device, precision)
+        if why:
+            raise ValueError(why)
+        attn_impl, backends = tr.attention_choice(opts)
+        batch = tr.batch_option(opts, p.batch_size)
+        if batch == "auto":
+            raise ValueError("--batch-size auto is found by running out of memory; give a number to trace")
+        dev = device.torch_device
+        model = build_bert(p.config, attn_impl, dev, precision.weight_dtype)
+        return tr.TrainStep(model, synthetic_batch(batch, p.seq_len, p.config["vocab_size"], dev), device, precision,
+                            p.lr, backends)
+
 
 def _preset(name: str) -> BertPreset:
     if name not in PRESETS:

@@ -139,14 +139,17 @@ class Pipeline:
         return torch.randn(shape, generator=g, device=self.device, dtype=self.dtype)
 
     def unet_step(self, latents: torch.Tensor, t, cond) -> torch.Tensor:
-        prompt, pooled, time_ids = cond
         x = self.scheduler.scale_model_input(torch.cat([latents, latents]), t)
+        return self.scheduler.step(self.guided_noise(x, t, cond), t, latents, return_dict=False)[0]
+
+    def guided_noise(self, x: torch.Tensor, t, cond) -> torch.Tensor:
+        """The UNet on both halves of the guidance batch, combined with the guidance scale."""
+        prompt, pooled, time_ids = cond
         with tr.sdpa_context(self.sdpa_backends):
             noise = self.run_unet(x, t, encoder_hidden_states=prompt,
                                   added_cond_kwargs={"text_embeds": pooled, "time_ids": time_ids}).sample
         uncond, text = noise.chunk(2)
-        noise = uncond + GUIDANCE * (text - uncond)
-        return self.scheduler.step(noise, t, latents, return_dict=False)[0]
+        return uncond + GUIDANCE * (text - uncond)
 
     def denoise(self, cond, steps: int) -> torch.Tensor:
         self.scheduler.set_timesteps(steps, device=self.device)
@@ -352,6 +355,41 @@ class DiffusionInfer(Workload):
                                                                                  "time_ids": time_ids})
 
         return step
+
+    def build_iteration(self, preset: str, device, options: dict | None = None) -> Callable[[], None]:
+        """One measured call for a shape trace (gapbench assess): the text encoders, `steps` guided UNet
+        evaluations and the VAE decode at the run's precision, on `device` (a gapbench Device); works under
+        FakeTensorMode. The Euler scheduler reads its sigmas as Python numbers, which fake tensors do not have,
+        so its per-step arithmetic is written out here with the same element-wise operations on the latents
+        (scale the input; x + (x − (x − σ·ε))/σ · dσ, in float32) and placeholder sigmas."""
+        p = _preset(preset)
+        opts = options or {}
+        precision = tr.choose_precision(device, opts, training=False)
+        why = tr.precision_unsupported(device, precision)
+        if why:
+            raise ValueError(why)
+        attn_impl, backends = tr.attention_choice(opts)
+        batch = tr.batch_option(opts, p.batch_size)
+        if batch == "auto":
+            raise ValueError("--batch-size auto is found by running out of memory; give a number to trace")
+        steps = int(opts.get("steps") or p.steps)
+        pipe = Pipeline(p, device.torch_device, precision.torch_dtype, attn_impl, backends)
+        pipe.set_batch(batch)
+
+        def call() -> None:
+            with torch.inference_mode():
+                cond = pipe.encode()
+                latents = pipe.initial_latents() * 14.6  # the schedule's first sigma (init_noise_sigma)
+                for i in range(steps):
+                    sigma, d_sigma = 14.6 / (i + 1), -14.6 / (i + 1) / (i + 2)
+                    x = torch.cat([latents, latents]) / ((sigma**2 + 1) ** 0.5)
+                    eps = pipe.guided_noise(x, 999 - 250 * i, cond)
+                    sample = latents.to(torch.float32)
+                    denoised = sample - sigma * eps
+                    latents = (sample + (sample - denoised) / sigma * d_sigma).to(eps.dtype)
+                pipe.decode(latents)
+
+        return call
 
 
 def _stage_times(pipe: Pipeline, device, time_once, steps: int) -> dict[str, float]:

@@ -179,6 +179,25 @@ class LlmTrain(Workload):
 
         return step
 
+    def build_iteration(self, preset: str, device, options: dict | None = None) -> Callable[[], None]:
+        """One measured iteration as run() times it — forward, backward and AdamW at the run's precision
+        (`options` as `gapbench run` takes them: dtype, attention, batch_size) — on `device` (a gapbench Device).
+        Works under FakeTensorMode: a step-time prediction traces it for shapes (gapbench assess)."""
+        p = _preset(preset)
+        opts = options or {}
+        precision = tr.choose_precision(device, opts, low_memory_weights=p.low_memory_weights)
+        why = tr.precision_unsupported(device, precision)
+        if why:
+            raise ValueError(why)
+        attn_impl, backends = tr.attention_choice(opts)
+        batch = tr.batch_option(opts, p.batch_size)
+        if batch == "auto":
+            raise ValueError("--batch-size auto is found by running out of memory; give a number to trace")
+        dev = device.torch_device
+        model = build_llama(p.config, attn_impl, dev, precision.weight_dtype, p.checkpointing)
+        ids = synthetic_tokens(batch, p.seq_len, p.config["vocab_size"], dev)
+        return tr.TrainStep(model, {"input_ids": ids, "labels": ids}, device, precision, p.lr, backends)
+
 
 def _full_model_estimate(p: LlmPreset, achieved_flops_per_s: float) -> dict:
     """Per-device tokens/s of the whole model if each device sustains the slice's model-FLOP rate."""

@@ -1,0 +1,153 @@
+"""Migration readiness: one verdict for moving a codebase to a stack — what breaks, how long the port takes, and
+how fast the model will run there.
+
+    a = gapbench.assess("./repo", target="rocm", like="llm-train:tiny", coverage="cov-mi300x.json",
+                        results=["h100.json", "mi300x.json"])
+    a.code.counts, a.operators.not_native, a.speed.gap_pct, a.speed.lo, a.speed.hi, a.to_dict()
+
+It joins three measurements that exist apart: the scan of the code (gapbench.scan), the operators the model's
+step needs and their status in a coverage audit of the target (gapbench.coverage), and a step-time prediction
+from the rates both platforms measured (assess.speed). The scan never runs the code; tracing `entry` imports and
+runs the user's function (opt-in). The words are gapbench.report.assess's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import types
+from collections.abc import Iterable
+
+from gapbench.assess.model import Assessment, CodePart, FindingRow, OperatorsPart
+from gapbench.assess.speed import DRAWS, SEED, SpeedPrediction, predict
+from gapbench.assess.work import Work
+from gapbench.errors import GapbenchError
+from gapbench.results import ResultSet
+from gapbench.scan.stacks import Stack, stack, stacks
+
+__all__ = ["assess", "Assessment", "CodePart", "OperatorsPart", "SpeedPrediction", "Work", "code_part",
+           "stacks", "stack"]
+
+VERDICT_ORDER = ("blocker", "manual", "auto")
+
+
+def code_part(path: str | os.PathLike, st: Stack, rules: Iterable[str] = ()) -> CodePart:
+    """The scan of `path`, judged for the stack (by the scanner target that stands in for it, when it has none)."""
+    from gapbench.scan import scan
+
+    report = scan(path, targets=(st.scan_target,), rules=list(rules))
+    d = report.to_dict()
+    summary = d["summary"][st.scan_target]
+    rows = []
+    for f in d["findings"]:
+        v = f["verdicts"][st.scan_target]
+        if v in VERDICT_ORDER:
+            rows.append(FindingRow(f["path"], int(f["line"]), f["rule"], v, f["message"], f["fix"], f["text"]))
+    rows.sort(key=lambda r: (VERDICT_ORDER.index(r.verdict), r.path, r.line))
+    effort = summary["effort_person_days"]
+    return CodePart(root=d["root"], scan_target=st.scan_target, counts=dict(summary["counts"]),
+                    effort_days=(float(effort["low"]), float(effort["high"])), effort_basis=summary["effort_basis"],
+                    blockers=list(summary["blockers"]), findings=rows, files_scanned=d["stats"]["files_scanned"],
+                    skipped=d["stats"]["files_skipped"])
+
+
+def _load_results(paths: list) -> list[ResultSet]:
+    from gapbench import results
+
+    if len(paths) not in (0, 2):
+        raise GapbenchError(f"--results takes two files, the source stack's and then the target's; got {len(paths)}")
+    return [p if isinstance(p, ResultSet) else results.load(p) for p in paths]
+
+
+def _check_coverage(path: str) -> None:
+    from gapbench import results
+
+    cov = results.load(path).coverage
+    if not cov or not isinstance(cov.get("ops"), list):
+        raise GapbenchError(f"{path}: no coverage section (make one with gapbench coverage on the target)")
+
+
+def default_dtype(like: str, sets: list[ResultSet]) -> str:
+    """The precision to trace a built-in workload at: that of its measured row in the source results file (so
+    that the prediction is of what was measured), else fp32."""
+    from gapbench import workloads
+
+    name, preset = workloads.parse_spec(like)
+    for m in (sets[0].measurements if sets else []):
+        if m.ok and m.workload == name and (preset is None or m.variant.get("model") in (None, preset)):
+            d = m.variant.get("dtype")
+            if d:
+                return str(d)
+    return "fp32"
+
+
+def _operators(trace, how: str, coverage: str | None, index: dict | None) -> OperatorsPart:
+    part = OperatorsPart(trace.target, how, trace.fake, dict(trace.forward), dict(trace.backward), coverage)
+    if coverage:
+        from gapbench.coverage.trace import against
+
+        verdict = against(trace, coverage, index=index)
+        part.where, part.statuses, part.warnings = verdict.where, dict(verdict.statuses), list(verdict.warnings)
+    return part
+
+
+def _speed(work: Work | None, sets: list[ResultSet], draws: int, seed: int) -> tuple[SpeedPrediction | None, list]:
+    from gapbench.assess.rates import platform_rates
+
+    if work is None:
+        return None, ["no step traced: give --entry MODULE:FUNCTION or --like WORKLOAD:PRESET"]
+    if not sets:
+        return None, ["no rates: give --results SOURCE.json --results TARGET.json (gapbench run --suite assess on "
+                      "each stack)"]
+    return predict([(work, platform_rates(sets[0])), (work, platform_rates(sets[1]))], draws=draws, seed=seed)
+
+
+def assess(path: str | os.PathLike, target: str, *, entry: str | None = None, like: str | None = None,
+           dtype: str | None = None, coverage: str | None = None, results: Iterable = (),
+           rules: Iterable[str] = (), index: dict | None = None, fake: bool = True, draws: int = DRAWS,
+           seed: int = SEED) -> Assessment:
+    """Assess moving the codebase at `path` to `target` (rocm, npu, xpu, mps, cpu).
+
+    entry: 'module:function' in the user's code returning (model, example_inputs) or a step function — importing
+    it runs that code. like: a built-in workload 'NAME:PRESET' of the same family, traced at `dtype` (default:
+    its measured row's in the source results file, else fp32). coverage: a `gapbench coverage` file from the
+    target. results: two results files (or ResultSets), the source stack's then the target's. index: an OpInfo
+    index (default: the cached one, built on first use). rules: extra scan rule files.
+    """
+    st = stack(target)
+    root = os.fspath(path)
+    if not os.path.exists(root):
+        raise GapbenchError(f"{root}: no such file or folder")
+    if entry and like:
+        raise GapbenchError("give --entry or --like, not both")
+    sets = _load_results(list(results))
+    if coverage:
+        _check_coverage(coverage)
+    if coverage and not (entry or like):
+        raise GapbenchError("--coverage needs a step to check: give --entry MODULE:FUNCTION or --like WORKLOAD:PRESET")
+    code = code_part(root, st, rules)
+    trace = work = None
+    if entry or like:
+        from gapbench.assess.step import trace_entry, trace_like
+
+        with contextlib.redirect_stdout(sys.stderr):  # what the traced code prints is not the verdict (-f json)
+            if entry:
+                trace, work = trace_entry(entry, fake=fake)
+            else:
+                trace, work = trace_like(like, {"dtype": dtype or default_dtype(like, sets)}, fake=fake)
+    operators = _operators(trace, "entry" if entry else "like", coverage, index) if trace is not None else None
+    speed, missing = _speed(work, sets, draws, seed)
+    return Assessment(path=root, stack=st, code=code, operators=operators, work=work, speed=speed,
+                      speed_missing=missing, results=tuple(str(s.path or s.name) for s in sets))
+
+
+class _CallableModule(types.ModuleType):
+    """`gapbench.assess(...)` is the API function and also this package's name: once the package is imported the
+    attribute on `gapbench` is the module, so the module calls assess()."""
+
+    def __call__(self, *args, **kwargs) -> Assessment:
+        return assess(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -1,0 +1,245 @@
+"""What a results file says a platform sustains, per class of work, each rate with its uncertainty:
+
+  gemm        FLOP/s per dtype at every measured shape: the fixed-shape rows, and every probe shape of the
+              sweep rows (metrics.sweep; the finalists' full timings where the sweep has them)
+  conv        FLOP/s of 3×3 convolutions per dtype and pass at each measured im2col (m, n, k)
+  attention   FLOP/s of scaled-dot-product attention per dtype and pass (forward, backward) at each measured
+              (batch × heads, sequence, head dimension)
+  bandwidth   bytes/s of the BabelStream kernels (membw), per array size: the median over the kernels
+  per-op      seconds per operator (launch): `op` a bare operator, `train` per operator of an eager training
+              step, `infer` per operator of a forward without autograd
+  collective  bytes/s of each collective (algorithm bandwidth: message size / time), per message size
+
+A rate's own uncertainty is the standard deviation of its log value from its 95% interval; the run-to-run
+spread of the whole platform is kept apart (`spread`): from the rows' runs where the file has several, else the
+default of the device class (compare.gaps.RUN_TO_RUN_SPREAD).
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+from gapbench.compare.gaps import RUN_TO_RUN_SPREAD
+from gapbench.compare.rates import is_end_to_end
+from gapbench.results import Measurement, ResultSet
+from gapbench.stats import normal_quantile
+
+MEMBW_KERNELS = ("copy", "scale", "add", "triad", "dot")
+LAUNCH_KINDS = ("op", "train", "infer")
+# collective workload op names, by the words of the c10d operators that run them
+COLLECTIVE_OPS = (("all_gather", "all_gather"), ("allgather", "all_gather"), ("reduce_scatter", "reduce_scatter"),
+                  ("all_reduce", "all_reduce"), ("allreduce", "all_reduce"), ("all_to_all", "all_to_all"),
+                  ("alltoall", "all_to_all"), ("broadcast", "broadcast"), ("send", "sendrecv"), ("recv", "sendrecv"))
+
+
+@dataclass(frozen=True)
+class Rate:
+    value: float  # FLOP/s, bytes/s, or seconds per operator (per-op rates)
+    sigma: float  # standard deviation of the log value: the measurement's own interval
+    source: str  # which row: 'gemm bf16 768x768x768 (sweep probe)'
+    flagged: bool = False  # measured on a disturbed host (the host watch)
+
+
+@dataclass(frozen=True)
+class GemmPoint:
+    m: int
+    n: int
+    k: int
+    rate: Rate
+
+
+@dataclass(frozen=True)
+class AttentionPoint:
+    batch_heads: int
+    seq: int
+    head_dim: int
+    rate: Rate
+
+
+@dataclass(frozen=True)
+class SizePoint:
+    size: float  # bytes per call (membw: bytes moved per kernel call; collective: message bytes)
+    rate: Rate
+
+
+@dataclass
+class PlatformRates:
+    name: str
+    path: str | None
+    device_type: str
+    run_id: str = ""
+    gemm: dict[str, list[GemmPoint]] = field(default_factory=dict)  # dtype -> points
+    conv: dict[tuple[str, str], list[GemmPoint]] = field(default_factory=dict)  # (dtype, pass) -> im2col points
+    attention: dict[tuple[str, str], list[AttentionPoint]] = field(default_factory=dict)  # (dtype, pass) -> points
+    bandwidth: list[SizePoint] = field(default_factory=list)
+    per_op: dict[str, Rate] = field(default_factory=dict)  # launch kind -> seconds per operator
+    collectives: dict[str, list[SizePoint]] = field(default_factory=dict)  # op -> bytes/s by message size
+    spread: float = 0.0  # run-to-run standard deviation of log values for this platform
+    spread_basis: str = ""
+    models: list[Measurement] = field(default_factory=list)  # ok model-workload rows (predicted vs measured)
+
+    @property
+    def synchronous(self) -> bool:
+        """Host and device are the same processor: operator overhead and work add up (they overlap otherwise)."""
+        return self.device_type == "cpu"
+
+    # ---- lookups -----------------------------------------------------------------------------------------
+    def gemm_rate(self, dtype: str, shape: tuple[int, int, int]) -> GemmPoint | None:
+        """The measured GEMM of this dtype nearest in shape (sum of |log| ratios of m, n and k)."""
+        return _nearest(self.gemm.get(dtype) or [], shape)
+
+    def conv_rate(self, dtype: str, backward: bool, shape: tuple[int, int, int]) -> GemmPoint | None:
+        """The measured convolution of this dtype and pass nearest in im2col shape."""
+        return _nearest(self.conv.get((dtype, "backward" if backward else "forward")) or [], shape)
+
+    def attention_rate(self, dtype: str, backward: bool, shape: tuple[int, int, int]) -> AttentionPoint | None:
+        """The measured attention of this dtype and pass nearest in sequence and head dimension, then in
+        batch × heads (sum of |log| ratios, the last at half weight)."""
+        points = self.attention.get((dtype, "backward" if backward else "forward")) or []
+        if not points:
+            return None
+        bh, seq, d = (max(1, x) for x in shape)
+        return min(points, key=lambda p: (abs(math.log(p.seq / seq)) + abs(math.log(p.head_dim / d))
+                                          + 0.5 * abs(math.log(p.batch_heads / bh)), -p.rate.value))
+
+    def bandwidth_at(self, nbytes: float) -> SizePoint | None:
+        """The memory-bandwidth row nearest in bytes moved per call."""
+        if not self.bandwidth:
+            return None
+        b = max(nbytes, 1.0)
+        return min(self.bandwidth, key=lambda p: abs(math.log(p.size / b)))
+
+    def collective_at(self, op: str, nbytes: float) -> SizePoint | None:
+        name = collective_name(op)
+        points = self.collectives.get(name or "") or []
+        if not points:
+            return None
+        b = max(nbytes, 1.0)
+        return min(points, key=lambda p: abs(math.log(p.size / b)))
+
+
+def _nearest(points: list[GemmPoint], shape: tuple[int, int, int]) -> GemmPoint | None:
+    if not points:
+        return None
+    m, n, k = (max(1, x) for x in shape)
+    return min(points, key=lambda p: (abs(math.log(p.m / m)) + abs(math.log(p.n / n)) + abs(math.log(p.k / k)),
+                                      -p.rate.value))
+
+
+def collective_name(aten_op: str) -> str | None:
+    """'c10d.allreduce_.default' -> 'all_reduce' (the collective workload's name)."""
+    base = aten_op.split(".")[1] if "." in aten_op else aten_op
+    return next((name for word, name in COLLECTIVE_OPS if word in base), None)
+
+
+def sigma_of(m: Measurement) -> float:
+    """The standard deviation of a measurement's log value implied by its confidence interval (0 without one)."""
+    s = m.stats
+    if s is None or s.n < 2 or s.ci95[0] <= 0 or s.ci95[1] <= 0 or s.ci95[1] <= s.ci95[0]:
+        return 0.0
+    level = s.ci_level if 0 < s.ci_level < 1 else 0.95
+    z = normal_quantile(0.5 + level / 2)
+    return math.log(s.ci95[1] / s.ci95[0]) / (2 * z)
+
+
+def _rate(m: Measurement, value: float, source: str, sigma: float | None = None) -> Rate:
+    return Rate(value, sigma_of(m) if sigma is None else sigma, source, m.flagged)
+
+
+def _gemm_points(m: Measurement) -> list[GemmPoint]:
+    v, mt = m.variant, m.metrics or {}
+    dtype = str(v.get("dtype"))
+    if not v.get("sweep"):
+        return [GemmPoint(int(v["m"]), int(v["n"]), int(v["k"]),
+                          _rate(m, m.value * 1e12, f"gemm {dtype} {v['m']}x{v['n']}x{v['k']}"))]
+    sigma = sigma_of(m)
+    full = {(f["m"], f["n"], f["k"]): f.get("tflops_full") for f in mt.get("finalists") or []
+            if isinstance(f, dict) and isinstance(f.get("tflops_full"), (int, float))}
+    out = []
+    for p in mt.get("sweep") or []:
+        try:
+            shape = (int(p["m"]), int(p["n"]), int(p["k"]))
+            tflops = float(full.get(shape) or p["tflops"])
+        except (KeyError, TypeError, ValueError):
+            continue
+        if tflops > 0:
+            how = "sweep finalist" if shape in full else "sweep probe"
+            out.append(GemmPoint(*shape, _rate(m, tflops * 1e12, f"gemm {dtype} {shape[0]}x{shape[1]}x{shape[2]} "
+                                                                 f"({how})", sigma)))
+    return out
+
+
+def _bandwidth_points(rows: list[Measurement]) -> list[SizePoint]:
+    groups: dict[tuple, list[Measurement]] = {}
+    for m in rows:
+        groups.setdefault((m.variant.get("elements"), m.variant.get("dtype")), []).append(m)
+    out = []
+    for (elements, dtype), ms in groups.items():
+        sizes = [float(m.bytes) for m in ms if m.bytes]
+        if not sizes:
+            continue
+        kernels = "/".join(str(m.variant.get("kernel")) for m in ms)
+        rate = Rate(statistics.median(m.value * 1e9 for m in ms), statistics.median(sigma_of(m) for m in ms),
+                    f"membw {dtype} {elements} elements ({kernels}, median)", any(m.flagged for m in ms))
+        out.append(SizePoint(statistics.median(sizes), rate))
+    return sorted(out, key=lambda p: p.size)
+
+
+def _collective_points(rows: list[Measurement]) -> dict[str, list[SizePoint]]:
+    out: dict[str, list[SizePoint]] = {}
+    for m in rows:
+        v, mt = m.variant, m.metrics or {}
+        algbw = mt.get("algbw_gbps")
+        if "bytes" not in v or not isinstance(algbw, (int, float)) or algbw <= 0:
+            continue
+        out.setdefault(str(v["op"]), []).append(SizePoint(float(v["bytes"]), _rate(
+            m, algbw * 1e9, f"collective {v['op']} {v['bytes']} B, {v.get('ranks')} ranks")))
+    return out
+
+
+def _spread(rs: ResultSet) -> tuple[float, str]:
+    """(sigma, basis): the run-to-run uncertainty of this platform's level, from its rows' runs when it has them
+    (the median over rows of the standard deviation of log run values, over √runs), else the device class's."""
+    sds, ns = [], []
+    for m in rs.measurements:
+        vals = [math.log(x) for x in m.run_values if x > 0] if m.ok else []
+        if len(vals) >= 2:
+            sds.append(statistics.stdev(vals))
+            ns.append(len(vals))
+    if sds:
+        n = int(statistics.median(ns))
+        return statistics.median(sds) / math.sqrt(n), f"measured: {n} runs"
+    cls = "cpu" if rs.device.get("type") == "cpu" else "accelerator"
+    return RUN_TO_RUN_SPREAD[cls], f"single run: the {cls} default run-to-run spread"
+
+
+def platform_rates(rs: ResultSet) -> PlatformRates:
+    """Every rate the prediction can use from one results file (merged runs are one row each)."""
+    ok = [m for m in rs.measurements if m.ok and m.value is not None and m.value > 0]
+    pr = PlatformRates(rs.name, rs.path, str(rs.device.get("type") or ""), "+".join(rs.run_ids))
+    for m in ok:
+        if m.workload == "gemm" and ("m" in m.variant or m.variant.get("sweep")):
+            pr.gemm.setdefault(str(m.variant.get("dtype")), []).extend(_gemm_points(m))
+        elif m.workload == "conv" and m.variant.get("pass") in ("forward", "backward"):
+            v = m.variant
+            mm, nn, kk = v["batch"] * v["hw"] * v["hw"], v["c_out"], v["c_in"] * v.get("kernel", 3) ** 2
+            pr.conv.setdefault((str(v.get("dtype")), v["pass"]), []).append(GemmPoint(int(mm), int(nn), int(kk), _rate(
+                m, m.value * 1e12, f"conv {v.get('dtype')} {v['pass']} {v['c_in']}→{v['c_out']} ch {v['hw']}² ×"
+                                   f"{v['batch']}")))
+        elif m.workload == "attention" and m.variant.get("pass") in ("forward", "backward"):
+            v = m.variant
+            pr.attention.setdefault((str(v.get("dtype")), v["pass"]), []).append(AttentionPoint(
+                int(v["batch_heads"]), int(v["seq"]), int(v["head_dim"]), _rate(
+                    m, m.value * 1e12, f"attention {v.get('dtype')} {v['pass']} {v['batch_heads']}×{v['seq']}×"
+                                       f"{v['head_dim']}")))
+        elif m.workload == "launch" and m.variant.get("kind") in LAUNCH_KINDS:
+            pr.per_op[m.variant["kind"]] = _rate(m, m.value * 1e-6, f"launch {m.variant['kind']}")
+        elif is_end_to_end(m):
+            pr.models.append(m)
+    pr.bandwidth = _bandwidth_points([m for m in ok if m.workload == "membw"
+                                      and m.variant.get("kernel") in MEMBW_KERNELS])
+    pr.collectives = _collective_points([m for m in ok if m.workload == "collective"])
+    pr.spread, pr.spread_basis = _spread(rs)
+    return pr

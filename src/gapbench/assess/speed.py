@@ -1,0 +1,292 @@
+"""The step time a traced model should take on each platform, and the expected gap, from measured rates.
+
+Each traced operator call costs, on a platform (its rates from its results file, assess.rates):
+
+    gemm              max(FLOPs / GEMM rate at the nearest measured shape of its dtype, bytes / bandwidth)
+    conv              max(FLOPs / convolution rate of its dtype and pass at the nearest im2col shape, bytes / bw)
+    attention         max(FLOPs / attention rate of its dtype and pass at the nearest measured shape, bytes / bw)
+    memory            bytes / bandwidth at the nearest measured size
+    collective        message bytes / the collective's algorithm bandwidth at the nearest message size
+    view              nothing but its per-operator cost
+
+and every call also costs the platform's measured per-operator time (launch: `train` for a step with a backward
+pass, `infer` for one without). Where host and device are one processor (a CPU) the two add up:
+T = Σ per-operator + Σ work; on an accelerator the host issues operators while the device runs earlier ones,
+so T = max(Σ per-operator, Σ work).
+
+The interval: a seeded Monte Carlo over the rates' uncertainty — each rate drawn log-normally with the standard
+deviation its own 95% interval implies, and each platform's whole level drawn with its run-to-run spread
+(rates of one results file share that draw; two sides from the same file share everything they share). The
+gap is T_source / T_target − 1 (> 0: the target is faster), its interval the 2.5th and 97.5th percentiles. It
+covers the noise of the measurements, not the model's own error (benchmarks/assess_accuracy.py measures that).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from gapbench.assess.rates import PlatformRates, Rate
+from gapbench.assess.work import COMPUTE, Work
+from gapbench.compare.gaps import RUN_TO_RUN_SPREAD, Gap, judge
+from gapbench.compare.rates import time_per_iter
+
+DRAWS = 4000
+SEED = 0
+LEVEL = 0.95
+WORK_CLASSES = ("gemm", "conv", "attention", "memory", "collective")
+
+
+@dataclass(frozen=True)
+class ClassTime:
+    cls: str  # gemm | conv | attention | memory | collective | overhead
+    calls: int
+    flops: float
+    bytes: float
+    seconds: float  # predicted, with the rates as measured
+    rates: tuple[str, ...]  # the rows used, the most used first (at most three)
+
+
+@dataclass(frozen=True)
+class SidePrediction:
+    platform: str
+    path: str | None
+    step_s: float  # predicted seconds per step, with the rates as measured
+    lo: float  # the step time's interval (Monte Carlo percentiles)
+    hi: float
+    classes: tuple[ClassTime, ...]
+    per_op: str  # the launch rate used: train | infer
+    synchronous: bool
+    spread: float
+    spread_basis: str
+    flagged: tuple[str, ...] = ()  # rates used that the host watch flagged
+
+
+@dataclass(frozen=True)
+class MeasuredCheck:
+    """Predicted against measured, where both results files measured the traced workload variant."""
+
+    workload: str
+    variants: tuple[dict, dict]
+    measured_s: tuple[float, float]  # seconds per iteration, source and target
+    predicted_s: tuple[float, float]
+    measured_gap: Gap  # compare's judgement of the two rows (speed; > 0: the target is faster)
+    error_pp: float  # predicted gap − measured gap, percentage points
+
+    @property
+    def step_error_pct(self) -> tuple[float, float]:
+        return tuple((p / m - 1) * 100 for p, m in zip(self.predicted_s, self.measured_s, strict=True))
+
+
+@dataclass(frozen=True)
+class SpeedPrediction:
+    source: SidePrediction
+    target: SidePrediction
+    gap_pct: float  # T_source / T_target − 1, in %; > 0: the target is faster
+    lo: float
+    hi: float
+    level: float
+    draws: int
+    seed: int
+    measured: MeasuredCheck | None = None
+    measured_note: str = ""  # why there is no measured check
+
+
+@dataclass
+class _Plan:
+    """One side's operator calls as arrays over the unified rate table (index -1: no such term)."""
+
+    count: np.ndarray
+    flops: np.ndarray
+    nbytes: np.ndarray
+    compute: np.ndarray  # index of the FLOP rate (gemm, conv, attention)
+    memory: np.ndarray  # index of the byte rate (bandwidth, or the collective's)
+    classes: list[str]
+    per_op: int  # index of the per-operator time
+    calls: int
+    platform: int  # index of the platform-level draw
+    used: dict[str, list[str]]  # class -> rate sources, one per call
+
+
+class _Table:
+    """Rates of both sides in one list, so that a rate two sides share is drawn once."""
+
+    def __init__(self):
+        self.rates: list[Rate] = []
+        self.index: dict[tuple, int] = {}
+
+    def add(self, platform_key: str, rate: Rate) -> int:
+        key = (platform_key, rate.source, rate.value)
+        if key not in self.index:
+            self.index[key] = len(self.rates)
+            self.rates.append(rate)
+        return self.index[key]
+
+
+def plan_side(work: Work, pr: PlatformRates, table: _Table, platform: int, key: str) -> tuple[_Plan | None, list[str]]:
+    """The side's plan over `table`, or None with what its results file lacks for this trace."""
+    missing: list[str] = []
+    kind = "train" if work.has_backward else "infer"
+    cols: dict[str, list] = {k: [] for k in ("count", "flops", "bytes", "compute", "memory", "cls")}
+    used: dict[str, list[str]] = {}
+    for it in work.items:
+        ci = mi = -1
+        if it.cls in COMPUTE:
+            point, lacking = _compute_rate(pr, it)
+            if point is None:
+                missing.append(lacking)
+                continue
+            ci = table.add(key, point.rate)
+            used.setdefault(it.cls, []).extend([point.rate.source] * it.count)
+        if (it.cls in COMPUTE or it.cls == "memory") and it.bytes > 0:
+            bw = pr.bandwidth_at(it.bytes)
+            if bw is None:
+                missing.append("no memory bandwidth rows (membw)")
+                continue
+            mi = table.add(key, bw.rate)
+            if it.cls == "memory":
+                used.setdefault(it.cls, []).extend([bw.rate.source] * it.count)
+        elif it.cls == "collective":
+            point = pr.collective_at(it.op, it.bytes)
+            if point is None:
+                missing.append(f"no collective rows for {it.op}")
+                continue
+            mi = table.add(key, point.rate)
+            used.setdefault(it.cls, []).extend([point.rate.source] * it.count)
+        for name, v in (("count", it.count), ("flops", it.flops), ("bytes", it.bytes), ("compute", ci),
+                        ("memory", mi), ("cls", it.cls)):
+            cols[name].append(v)
+    if kind not in pr.per_op:
+        missing.append(f"no per-operator time (launch, kind={kind})")
+    if missing:
+        return None, [f"{pr.name}: {m}" for m in dict.fromkeys(missing)]
+    used["overhead"] = [pr.per_op[kind].source]
+    return _Plan(np.array(cols["count"], dtype=float), np.array(cols["flops"], dtype=float),
+                 np.array(cols["bytes"], dtype=float), np.array(cols["compute"], dtype=int),
+                 np.array(cols["memory"], dtype=int), cols["cls"], table.add(key, pr.per_op[kind]), work.calls,
+                 platform, used), []
+
+
+def _compute_rate(pr: PlatformRates, it):
+    """(the rate point for a FLOP-priced call, or None and what the results file lacks)."""
+    shape = it.shape or (1, 1, 1)
+    backward = "backward" in it.op
+    pas = "backward" if backward else "forward"
+    if it.cls == "gemm":
+        return pr.gemm_rate(it.dtype, shape), f"no {it.dtype} GEMM rows (gemm)"
+    if it.cls == "conv":
+        return pr.conv_rate(it.dtype, backward, shape), f"no {it.dtype} {pas} convolution rows (conv)"
+    return pr.attention_rate(it.dtype, backward, shape), f"no {it.dtype} {pas} attention rows (attention)"
+
+
+def _item_times(plan: _Plan, values: np.ndarray) -> np.ndarray:
+    """Seconds of each item (all its calls) for rate values of shape (draws, rates); (draws, items)."""
+    padded = np.concatenate([values, np.full((values.shape[0], 1), np.inf)], axis=1)  # index -1: no such term
+    with np.errstate(divide="ignore"):
+        tc = plan.flops / padded[:, plan.compute]
+        tm = plan.nbytes / padded[:, plan.memory]
+    return plan.count * np.maximum(np.nan_to_num(tc, nan=0.0), np.nan_to_num(tm, nan=0.0))
+
+
+def _step_times(plan: _Plan, values: np.ndarray, synchronous: bool) -> np.ndarray:
+    work = _item_times(plan, values).sum(axis=1)
+    overhead = plan.calls * values[:, plan.per_op]
+    return work + overhead if synchronous else np.maximum(work, overhead)
+
+
+def _classes(plan: _Plan, values: np.ndarray) -> tuple[ClassTime, ...]:
+    t = _item_times(plan, values[None, :])[0]
+    out = []
+    for cls in WORK_CLASSES:
+        sel = np.array([c == cls for c in plan.classes], dtype=bool)
+        if not sel.any():
+            continue
+        sources = plan.used.get(cls, [])
+        top = tuple(sorted(set(sources), key=lambda s: -sources.count(s))[:3])
+        out.append(ClassTime(cls, int(plan.count[sel].sum()), float((plan.flops * plan.count)[sel].sum()),
+                             float((plan.nbytes * plan.count)[sel].sum()), float(t[sel].sum()), top))
+    out.append(ClassTime("overhead", plan.calls, 0.0, 0.0, float(plan.calls * values[plan.per_op]),
+                         tuple(plan.used["overhead"])))
+    return tuple(out)
+
+
+def predict(sides: list[tuple[Work, PlatformRates]], draws: int = DRAWS, seed: int = SEED,
+            level: float = LEVEL) -> tuple[SpeedPrediction | None, list[str]]:
+    """The step time on the source (sides[0]) and the target (sides[1]) and the expected gap with its interval;
+    (None, what is missing) when a results file lacks a rate the trace needs."""
+    table = _Table()
+    platform_keys = list(dict.fromkeys(_platform_key(pr) for _, pr in sides))
+    plans, missing = [], []
+    for work, pr in sides:
+        key = _platform_key(pr)
+        plan, miss = plan_side(work, pr, table, platform_keys.index(key), key)
+        plans.append(plan)
+        missing += miss
+    if missing:
+        return None, list(dict.fromkeys(missing))
+    if any(p.calls == 0 for p in plans):
+        return None, ["the traced step ran no operators"]
+    rng = np.random.default_rng(seed)
+    nominal = np.array([r.value for r in table.rates])
+    sigma = np.array([r.sigma for r in table.rates])
+    spreads = np.array([next(pr.spread for _, pr in sides if _platform_key(pr) == k) for k in platform_keys])
+    values = nominal * np.exp(rng.standard_normal((draws, len(nominal))) * sigma)
+    level_draws = np.exp(rng.standard_normal((draws, len(platform_keys))) * spreads)
+    per_op_rates = [p.per_op for p in plans]
+    # a per-operator rate is a time, not a rate: a slower platform level makes it longer, not shorter
+    totals = []
+    for plan, (_, pr) in zip(plans, sides, strict=True):
+        v = values.copy()
+        v[:, [i for i in range(len(nominal)) if i not in per_op_rates]] *= level_draws[:, [plan.platform]]
+        v[:, per_op_rates] /= level_draws[:, [plan.platform]]
+        totals.append(_step_times(plan, v, pr.synchronous))
+    point = [float(_step_times(p, nominal[None, :], pr.synchronous)[0]) for p, (_, pr) in zip(plans, sides,
+                                                                                                strict=True)]
+    gaps = (totals[0] / totals[1] - 1) * 100
+    q = [(1 - level) / 2 * 100, (1 + level) / 2 * 100]
+    side_preds = []
+    for i, (plan, (work, pr)) in enumerate(zip(plans, sides, strict=True)):
+        lo, hi = np.percentile(totals[i], q)
+        flagged = tuple(sorted({r.source for j, r in enumerate(table.rates) if r.flagged and _uses(plan, j)}))
+        side_preds.append(SidePrediction(pr.name, pr.path, point[i], float(lo), float(hi), _classes(plan, nominal),
+                                         "train" if work.has_backward else "infer", pr.synchronous, pr.spread,
+                                         pr.spread_basis, flagged))
+    glo, ghi = np.percentile(gaps, q)
+    check, note = measured_check(sides, point)
+    return SpeedPrediction(side_preds[0], side_preds[1], (point[0] / point[1] - 1) * 100, float(glo), float(ghi),
+                           level, draws, seed, check, note), []
+
+
+def _uses(plan: _Plan, j: int) -> bool:
+    return j == plan.per_op or bool((plan.compute == j).any() or (plan.memory == j).any())
+
+
+def _platform_key(pr: PlatformRates) -> str:
+    return pr.run_id or pr.path or pr.name
+
+
+def _measured_row(work: Work, pr: PlatformRates):
+    name = work.target.split(":")[0]
+    return next((m for m in pr.models if m.workload == name and m.variant == work.variant), None)
+
+
+def measured_check(sides: list[tuple[Work, PlatformRates]], predicted: list[float]) -> tuple[MeasuredCheck | None, str]:
+    """Predicted against measured when both results files hold the traced workload variant."""
+    (w_src, src), (w_tgt, tgt) = sides
+    if w_src.variant is None or w_tgt.variant is None:
+        return None, "the traced step is not a built-in workload's measured iteration"
+    a, b = _measured_row(w_src, src), _measured_row(w_tgt, tgt)
+    if a is None or b is None:
+        lacking = " and ".join(pr.name for pr, m in ((src, a), (tgt, b)) if m is None)
+        return None, f"{lacking} measured no {w_src.target} row with the traced variant"
+    ta, tb = time_per_iter(a), time_per_iter(b)
+    if not ta or not tb:
+        return None, "the measured rows carry no time per iteration"
+    spread = math.sqrt(sum(RUN_TO_RUN_SPREAD["cpu" if pr.synchronous else "accelerator"] ** 2 for pr in (src, tgt)) / 2)
+    gap = judge(b, a, b.higher_is_better, spread)
+    if gap.pct is None:
+        return None, f"the measured rows give no gap ({gap.status})"
+    error = (predicted[0] / predicted[1] - 1) * 100 - gap.pct
+    return MeasuredCheck(w_src.target, (a.variant, b.variant), (ta, tb), (predicted[0], predicted[1]), gap, error), ""

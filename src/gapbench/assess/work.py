@@ -1,0 +1,279 @@
+"""A model's work by class, from one traced step: every ATen operator with its shapes, FLOPs and bytes.
+
+The step runs under FakeTensorMode (shapes only: no memory, no arithmetic) below autograd, as `gapbench ops`
+traces it, and each operator call is recorded with what it costs a machine:
+
+  FLOPs   torch.utils.flop_counter's formulas (matmul, convolution, attention); none for other operators
+  bytes   the tensors it reads plus the tensors it writes (numel × element size); none for views, which move
+          no data
+  class   gemm (matrix multiplies), conv (convolutions, forward and backward), attention (scaled-dot-product
+          kernels), collective (c10d operators), view (returns an alias of an input), memory (everything else:
+          element-wise operators, reductions, norms, copies, embeddings, optimizer updates)
+
+Calls of one operator with the same class, dtype and shapes are one `Item` with a count.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils._pytree import tree_flatten
+
+from gapbench.coverage.dispatch import OpRecorder, in_backward
+from gapbench.workloads.launch import SKIPPED, is_composite
+
+CLASSES = ("gemm", "conv", "attention", "memory", "collective", "view")
+COMPUTE = ("gemm", "conv", "attention")  # classes priced by a FLOP rate
+COLLECTIVE_NAMESPACES = ("c10d", "_c10d_functional", "c10d_functional")
+DTYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "float64": "fp64", "int8": "int8",
+               "float8_e4m3fn": "fp8", "float8_e4m3fnuz": "fp8", "float8_e5m2": "fp8"}
+
+
+@dataclass(frozen=True)
+class Item:
+    """Calls of one operator with one signature: what each call costs, and how many there were."""
+
+    op: str  # 'aten.mm.default'
+    cls: str  # one of CLASSES
+    dtype: str  # of its first tensor argument ('fp32', 'bf16', …; the torch name when it has no short one)
+    phase: str  # forward | backward
+    flops: float  # per call
+    bytes: float  # per call: tensors read + written (a collective: its message, the first tensor)
+    shape: tuple[int, int, int] | None = None  # gemm, conv: (m, n, k) of one (im2col) GEMM; attention: (batch ×
+    #                                               heads, seq, head dim)
+    count: int = 1
+
+    @property
+    def key(self) -> tuple:
+        return (self.op, self.cls, self.dtype, self.phase, self.flops, self.bytes, self.shape)
+
+    def to_dict(self) -> dict:
+        return {"op": self.op, "class": self.cls, "dtype": self.dtype, "phase": self.phase, "count": self.count,
+                "flops": self.flops, "bytes": self.bytes, "shape": list(self.shape) if self.shape else None}
+
+
+@dataclass
+class Work:
+    """The traced step's operator calls, aggregated; `target` names what was traced."""
+
+    target: str
+    items: list[Item] = field(default_factory=list)
+    dtype: str | None = None  # the precision the step was traced at, when known ('fp32', 'bf16', …)
+    variant: dict | None = None  # a built-in workload's variant parameters for the traced iteration
+    fake: bool = True
+    notes: list[str] = field(default_factory=list)  # what the trace leaves out
+
+    @property
+    def calls(self) -> int:
+        return sum(i.count for i in self.items)
+
+    @property
+    def has_backward(self) -> bool:
+        return any(i.phase == "backward" for i in self.items)
+
+    def by_class(self) -> dict[str, dict[str, float]]:
+        """{class: {calls, flops, bytes}} over the whole step."""
+        out = {c: {"calls": 0, "flops": 0.0, "bytes": 0.0} for c in CLASSES}
+        for i in self.items:
+            d = out[i.cls]
+            d["calls"] += i.count
+            d["flops"] += i.flops * i.count
+            d["bytes"] += i.bytes * i.count
+        return out
+
+    def to_dict(self) -> dict:
+        return {"target": self.target, "dtype": self.dtype, "variant": self.variant, "fake": self.fake,
+                "calls": self.calls,
+                "classes": self.by_class(), "items": [i.to_dict() for i in self.items], "notes": list(self.notes)}
+
+
+class WorkRecorder(OpRecorder):
+    """OpRecorder (operator counts by phase and dtypes, for `gapbench ops --against`) that also records each
+    call's class, shapes, FLOPs and bytes."""
+
+    def __init__(self):
+        super().__init__()
+        self._items: dict[tuple, Item] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if is_composite(func):
+            # under inference_mode composite operators reach the mode undecomposed; record their kernels
+            with self:
+                out = func.decompose(*args, **kwargs)
+            if out is not NotImplemented:
+                return out
+        out = func(*args, **kwargs)
+        name = str(func)
+        if name.startswith(SKIPPED):
+            return out
+        phase = "backward" if self.backward_call or in_backward() else "forward"
+        (self.backward if phase == "backward" else self.forward)[name] += 1
+        first = next((a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)), None)
+        if first is not None:
+            self.dtypes.setdefault(name, set()).add(str(first.dtype).replace("torch.", ""))
+        item = describe(func, args, kwargs, out, phase)
+        prev = self._items.get(item.key)
+        self._items[item.key] = item if prev is None else _more(prev)
+        return out
+
+    def work(self, target: str, **kw) -> Work:
+        return Work(target, list(self._items.values()), **kw)
+
+
+def _more(item: Item) -> Item:
+    from dataclasses import replace
+
+    return replace(item, count=item.count + 1)
+
+
+def dtype_name(dtype: torch.dtype | None) -> str:
+    if dtype is None:
+        return ""
+    name = str(dtype).replace("torch.", "")
+    return DTYPE_NAMES.get(name, name)
+
+
+def _tensors(x) -> list[torch.Tensor]:
+    return [t for t in tree_flatten(x)[0] if isinstance(t, torch.Tensor)]
+
+
+def _nbytes(t: torch.Tensor) -> float:
+    return float(t.numel() * t.element_size())
+
+
+def op_class(func) -> str:
+    """gemm | conv | attention | collective | view | memory for an ATen operator overload."""
+    name = str(func)
+    packet = name.rsplit(".", 1)[0]
+    if name.split(".")[0] in COLLECTIVE_NAMESPACES:
+        return "collective"
+    if any(k in packet for k in ("scaled_dot_product", "flash_attention", "efficient_attention", "flex_attention")):
+        return "attention"
+    if _flop_formula(func) is not None:
+        return "conv" if "conv" in packet else "gemm"
+    if _is_view(func):
+        return "view"
+    return "memory"
+
+
+def _is_view(func) -> bool:
+    """The operator returns aliases of its inputs and writes none of them (view, t, expand, detach, …)."""
+    if func.overloadpacket in _VIEWS_BY_NAME:
+        return True
+    returns = getattr(getattr(func, "_schema", None), "returns", None) or []
+    infos = [r.alias_info for r in returns]
+    return bool(infos) and all(a is not None and not a.is_write for a in infos)
+
+
+# views whose schema does not say so: they return a new tensor object over the same memory
+_VIEWS_BY_NAME = {torch.ops.aten._unsafe_view, torch.ops.aten.lift_fresh}
+
+
+def _flop_formula(func):
+    from torch.utils.flop_counter import flop_registry
+
+    return flop_registry.get(func.overloadpacket) or _EXTRA_FLOPS.get(str(func.overloadpacket))
+
+
+def _sdpa_cpu(query, key, value, *args, **kwargs) -> int:
+    from torch.utils.flop_counter import sdpa_flop_count
+
+    return sdpa_flop_count(query.shape, key.shape, value.shape)
+
+
+def _sdpa_cpu_backward(grad_out, query, key, value, *args, **kwargs) -> int:
+    from torch.utils.flop_counter import sdpa_backward_flop_count
+
+    return sdpa_backward_flop_count(grad_out.shape, query.shape, key.shape, value.shape)
+
+
+# CPU attention kernels that torch.utils.flop_counter has no entry for; counted with its SDPA formulas
+_EXTRA_FLOPS = {
+    "aten._scaled_dot_product_flash_attention_for_cpu": _sdpa_cpu,
+    "aten._scaled_dot_product_flash_attention_for_cpu_backward": _sdpa_cpu_backward,
+}
+
+
+def op_flops(func, args, kwargs, out) -> float:
+    """FLOPs of one call by torch.utils.flop_counter's formula for the operator (0 when it has none)."""
+    f = _flop_formula(func)
+    if f is None:
+        return 0.0
+    try:
+        if str(func.overloadpacket) in _EXTRA_FLOPS:
+            return float(f(*args, **kwargs))
+        return float(f(*args, **kwargs, out_val=out))
+    except Exception:  # a formula that does not fit this overload's arguments: say nothing rather than guess
+        return 0.0
+
+
+def op_bytes(func, args, kwargs, out, cls: str) -> float:
+    """Tensors read plus tensors written by one call; 0 for a view (no data moves)."""
+    if cls == "view":
+        return 0.0
+    seen: set[int] = set()
+    total = 0.0
+    for t in _tensors((args, kwargs)):
+        if id(t) not in seen:
+            seen.add(id(t))
+            total += _nbytes(t)
+    return total + sum(_nbytes(t) for t in _tensors(out))
+
+
+def gemm_shape(func, args, flops: float) -> tuple[int, int, int] | None:
+    """The (m, n, k) of one matrix multiply: its matrices (mm, addmm, bmm with the batch folded into m), else the
+    cube with the call's FLOPs."""
+    ts = _tensors(args)
+    packet = str(func.overloadpacket).split(".")[-1]
+    dims = None
+    if packet in ("mm", "_scaled_mm") and len(ts) >= 2:
+        (m, k), n = ts[0].shape[-2:], ts[1].shape[-1]
+        dims = (m, n, k)
+    elif packet == "addmm" and len(ts) >= 3:
+        (m, k), n = ts[1].shape[-2:], ts[2].shape[-1]
+        dims = (m, n, k)
+    elif packet in ("bmm", "baddbmm") and len(ts) >= 2:
+        a, b = ts[-2], ts[-1]
+        dims = (a.shape[0] * a.shape[1], b.shape[-1], a.shape[-1])
+    if dims is None and flops > 0:
+        side = max(1, round((flops / 2) ** (1 / 3)))
+        dims = (side, side, side)
+    return tuple(int(d) for d in dims) if dims else None
+
+
+def conv_shape(func, args, out) -> tuple[int, int, int] | None:
+    """The im2col GEMM of a convolution, forward or backward: (output pixels × batch, output channels, input
+    channels per group × kernel), from the weight and the output (forward) or the output gradient (backward)."""
+    ts = _tensors(args)
+    backward = "backward" in str(func)
+    if backward and len(ts) >= 3:
+        grad_out, w = ts[0], ts[2]
+    else:
+        w = ts[1] if len(ts) >= 2 else None
+        grad_out = next(iter(_tensors(out)), None)
+    if w is None or grad_out is None or w.dim() < 3 or grad_out.dim() < 3:
+        return None
+    n, k = int(w.shape[0]), int(math.prod(w.shape[1:]))
+    return (max(1, grad_out.numel() // max(1, grad_out.shape[1])), n, k)
+
+
+def attention_shape(func, args) -> tuple[int, int, int] | None:
+    """(batch × heads, query sequence, head dimension) of a scaled-dot-product kernel's query."""
+    ts = _tensors(args)
+    q = ts[1] if "backward" in str(func) and len(ts) > 1 else (ts[0] if ts else None)
+    if q is None or q.dim() < 3:
+        return None
+    return (int(math.prod(q.shape[:-2])), int(q.shape[-2]), int(q.shape[-1]))
+
+
+def describe(func, args, kwargs, out, phase: str) -> Item:
+    cls = op_class(func)
+    first = next(iter(_tensors((args, kwargs))), None)
+    flops = op_flops(func, args, kwargs, out) if cls in COMPUTE else 0.0
+    shape = {"gemm": lambda: gemm_shape(func, args, flops), "conv": lambda: conv_shape(func, args, out),
+             "attention": lambda: attention_shape(func, args)}.get(cls, lambda: None)()
+    nbytes = _nbytes(first) if cls == "collective" and first is not None else op_bytes(func, args, kwargs, out, cls)
+    return Item(str(func), cls, dtype_name(first.dtype if first is not None else None), phase, flops, nbytes, shape)

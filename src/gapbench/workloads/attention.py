@@ -1,0 +1,115 @@
+"""Scaled-dot-product attention: `torch.nn.functional.scaled_dot_product_attention` as a model calls it, forward
+and backward apart, per dtype and shape (batch × heads, sequence, head dimension). The backend picks its kernel
+(flash, memory-efficient, the CPU's, math), so this is the rate a model's attention runs at there — which a GEMM
+rate does not tell: on a CPU, bf16 attention at head dimension 32 runs slower than fp32.
+
+FLOPs: torch.utils.flop_counter's SDPA formulas (forward 4·BH·S²·D, the two batched GEMMs; backward 2.5 times
+that), the same count a model trace uses. Bytes: q, k, v read and the output written (forward); plus the output
+gradient read and three gradients written (backward). Each variant checks the output (forward) or the query
+gradient (backward) against float64 on the CPU.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from gapbench.measure import TooSlow, time_fn
+from gapbench.results import Measurement
+from gapbench.workloads.base import Context, Variant, Workload
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+TOLERANCE = {"fp32": 1e-4, "bf16": 3e-2, "fp16": 5e-3}  # of max |error| over max |reference|
+PASSES = ("forward", "backward")
+# (batch × heads, sequence, head dimension)
+_SHAPES = {
+    "tiny": {"cpu": [(8, 128, 32)], "accelerator": [(8, 128, 32)]},
+    "quick": {"cpu": [(16, 128, 32), (16, 128, 64), (16, 512, 64), (8, 512, 128), (4, 1024, 128)],
+              "accelerator": [(64, 1024, 64), (64, 1024, 128), (32, 4096, 128), (16, 8192, 128)]},
+}
+
+
+def sdpa_flops(bh: int, seq: int, d: int, backward: bool) -> float:
+    from torch.utils.flop_counter import sdpa_backward_flop_count, sdpa_flop_count
+
+    shape = (1, bh, seq, d)
+    return float(sdpa_backward_flop_count(shape, shape, shape, shape) if backward else
+                 sdpa_flop_count(shape, shape, shape))
+
+
+class Attention(Workload):
+    name = "attention"
+    category = "micro"
+    unit = "TFLOP/s"
+    unit_help = "torch.utils.flop_counter's SDPA FLOPs (two batched GEMMs forward, their gradients backward) per second"
+    description = "scaled_dot_product_attention forward and backward per dtype and shape, the backend's own kernel"
+    presets = {"tiny": "one shape (8 heads × 128 tokens × 32) per dtype and pass (tests)",
+               "quick": "head dimensions 32–128 at sequences of 128–1024 (CPU) / 1024–8192 (accelerator)"}
+    default_preset = "quick"
+
+    def variants(self, preset: str, ctx: Context) -> list[Variant]:
+        if preset not in _SHAPES:
+            raise ValueError(f"unknown preset {preset!r}")
+        shapes = _SHAPES[preset]["accelerator" if ctx.device.is_accelerator else "cpu"]
+        asked = ctx.options.get("dtype")
+        asked = [asked] if isinstance(asked, str) else list(asked or DTYPES)
+        out = []
+        for d in [x for x in DTYPES if x in asked]:
+            size = DTYPES[d].itemsize
+            for bh, seq, hd in shapes:
+                tensor = bh * seq * hd * size
+                for p in PASSES:
+                    back = p == "backward"
+                    out.append(Variant({"dtype": d, "batch_heads": bh, "seq": seq, "head_dim": hd, "pass": p},
+                                       flops=sdpa_flops(bh, seq, hd, back), bytes=float(tensor * (8 if back else 4))))
+        return out
+
+    def run(self, variant: Variant, ctx: Context) -> Measurement:
+        p = variant.params
+        why = ctx.device.dtype_unsupported(p["dtype"])
+        if why:
+            return self.failed(variant, ctx, "unsupported", why)
+        dev, dt = ctx.device.torch_device, DTYPES[p["dtype"]]
+        g = torch.Generator().manual_seed(0)
+        shape = (1, p["batch_heads"], p["seq"], p["head_dim"])
+        q, k, v = (torch.randn(shape, generator=g).to(dev, dt).requires_grad_(p["pass"] == "backward")
+                   for _ in range(3))
+        sdpa = torch.nn.functional.scaled_dot_product_attention
+        if p["pass"] == "forward":
+            def fn():
+                with torch.no_grad():
+                    return sdpa(q, k, v)
+        else:
+            out = sdpa(q, k, v)
+            grad = torch.randn(shape, generator=g).to(dev, dt)
+
+            def fn():
+                q.grad = k.grad = v.grad = None
+                out.backward(grad, retain_graph=True)
+        try:
+            fn()  # a kernel this device lacks fails here, not inside the timing
+        except (RuntimeError, NotImplementedError) as e:
+            return self.failed(variant, ctx, "unsupported", f"{p['dtype']} attention: {e}")
+        try:
+            timing = time_fn(fn, ctx.device, ctx.budget(), agreement=ctx.agreement)
+        except TooSlow as e:
+            return self.too_slow(variant, ctx, e.estimate_s, variant.flops, 1e-12)
+        err = _check(q, k, v, fn() if p["pass"] == "forward" else q.grad, grad if p["pass"] == "backward" else None,
+                     TOLERANCE[p["dtype"]])
+        if err:
+            return self.failed(variant, ctx, "wrong_result", err)
+        return self.throughput(variant, ctx, timing, variant.flops, 1e-12)
+
+
+def _check(q, k, v, got, grad, tol: float) -> str:
+    """The output (or, with grad, the query gradient) against float64 math attention on the CPU, first head."""
+    qd, kd, vd = (t.detach()[:, :1].to("cpu", torch.float64).requires_grad_(grad is not None) for t in (q, k, v))
+    ref = torch.softmax(qd @ kd.transpose(-1, -2) / qd.shape[-1] ** 0.5, dim=-1) @ vd
+    if grad is not None:
+        ref.backward(grad[:, :1].to("cpu", torch.float64))
+        ref = qd.grad
+    got = got[:, :1].detach().to("cpu", torch.float64)
+    if not torch.isfinite(got).all():
+        return "non-finite values"
+    err = float((got - ref).abs().max() / ref.abs().max().clamp_min(1e-30))
+    what = "query gradient" if grad is not None else "output"
+    return "" if err <= tol else f"{what} differs from float64 by {err:.3g} of its largest value (tolerance {tol:g})"
