@@ -246,8 +246,9 @@ def _runtime_text(device: dict) -> str:
     parts = [f"{k} {v}" for k, v in rt.items() if v] if isinstance(rt, dict) else [str(rt)]
     if not parts:
         libs = device.get("libraries") or {}
-        if isinstance(libs, dict) and libs.get("blas"):
-            parts.append(f"{libs['blas']} {libs.get(libs['blas'], '')}".strip())
+        blas = libs.get("blas") if isinstance(libs, dict) else None
+        if isinstance(blas, str) and blas:
+            parts.append(f"{blas} {libs.get(blas) or ''}".strip())
     return ", ".join(parts)
 
 
