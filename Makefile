@@ -23,11 +23,11 @@ run: setup
 	$(VENV)/bin/gapbench run
 
 test: setup
-	$(VENV)/bin/ruff check src tests
-	$(VENV)/bin/python -m pytest tests
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/python -m pytest -n auto tests
 
 lint: setup
-	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/ruff check src tests benchmarks
 
 # The package as a user installs it: an sdist, a wheel built from it, installed into a fresh venv (with the CPU
 # torch wheel), and three verbs run from the installed copy (catches package data left out of the wheel).
