@@ -3,7 +3,8 @@
 The platform pairs one CPU can make: 1 thread against 2 threads (at fp32 and at bf16), and fp32 against bf16 (at
 1 and at 2 threads). For each thread count one `gapbench run` measures the `assess` suite (the rates the prediction
 reads: GEMM per dtype, bandwidth, per-operator cost) and, right after, one per dtype the model workloads, each in
---runs interleaved passes. Then,
+--runs interleaved passes (llm-infer in a run of its own at the batch its trace stands for, its e2e_ms row the
+time of one generation). Then,
 for every pair and workload, it traces the workload's measured iteration at each side's dtype, predicts the gap
 from the two sides' rates (gapbench.assess.speed.predict, the code `gapbench assess` uses), and sets it against
 the gap of the two measured rows. The error is predicted − measured, in percentage points.
@@ -33,10 +34,12 @@ from gapbench import results, workloads  # noqa: E402
 from gapbench.assess.rates import platform_rates  # noqa: E402
 from gapbench.assess.speed import predict  # noqa: E402
 from gapbench.assess.step import trace_like  # noqa: E402
+from gapbench.workloads.llm_infer import TRACE_BATCH  # noqa: E402
 
 WORKLOADS = ("llm-train:tiny", "bert-finetune:tiny", "diffusion-infer:tiny", "llm-infer:tiny")
 THREADS = (1, 2)
 DTYPES = ("fp32", "bf16")
+INFER = "llm-infer"  # measured at the one point its trace stands for (llm_infer.TRACE_BATCH), its e2e_ms row
 
 
 def gapbench(*args: str) -> dict:
@@ -71,10 +74,10 @@ def measure(out: Path, specs: list[str], runs: int, reuse: bool) -> list[dict]:
     workloads at each dtype right after, each in --runs interleaved passes, so that the rates and the models of a
     side are measured close together in time on a shared machine."""
     log = []
-    wl = [x for s in specs for x in ("-w", s)]
     for t in THREADS:
         plan = [(rates_file(t), ["--suite", "assess", "--label", label(t)])]
-        plan += [(models_file(t, d), [*wl, "--dtype", d, "--label", label(t, d)]) for d in DTYPES]
+        plan += [(name, [*args, "--dtype", d, "--label", label(t, d)]) for d in DTYPES
+                 for name, args in model_runs(specs, t, d)]
         for name, args in plan:
             path = out / name
             if reuse and path.exists():
@@ -98,13 +101,30 @@ def models_file(threads: int, dtype: str) -> str:
     return f"models-{threads}t-{dtype}.json"
 
 
+def infer_file(threads: int, dtype: str) -> str:
+    return f"infer-{threads}t-{dtype}.json"
+
+
+def model_runs(specs: list[str], threads: int, dtype: str) -> list[tuple[str, list[str]]]:
+    """(file, run arguments): the training and diffusion workloads in one run; llm-infer in its own, restricted to
+    the point its trace stands for (--batch-size applies to every workload of a run, and its default sweep of
+    batch 1…256 is minutes)."""
+    wl = [x for s in specs if not s.startswith(INFER) for x in ("-w", s)]
+    out = [(models_file(threads, dtype), wl)] if wl else []
+    out += [(infer_file(threads, dtype), ["-w", s, "--batch-size", str(TRACE_BATCH)]) for s in specs
+            if s.startswith(INFER)]
+    return out
+
+
 def side(out: Path, threads: int, dtype: str) -> results.ResultSet:
     """One platform: a thread count's rates and the model rows measured at a dtype, as one result set whose run
     id is the rates file's (two sides that read the same rates share their draws)."""
     rates = results.load(out / rates_file(threads))
-    models = results.load(out / models_file(threads, dtype))
+    models = [results.load(out / name) for name in (models_file(threads, dtype), infer_file(threads, dtype))
+              if (out / name).exists()]
     merged = results.ResultSet(host=rates.host, device=rates.device, label=label(threads, dtype),
-                               measurements=rates.measurements + models.measurements, run_id=rates.run_id)
+                               measurements=rates.measurements + [m for rs in models for m in rs.measurements],
+                               run_id=rates.run_id)
     merged.path = str(out / models_file(threads, dtype))
     return merged
 

@@ -58,7 +58,8 @@ SUITES: dict[str, dict] = {
         "description": "the rates gapbench assess predicts a model's step from: GEMM per dtype with the shape sweep, "
                        "convolution and attention per dtype and shape, memory bandwidth in cache and in memory, the "
                        "per-operator cost",
-        "entries": ["gemm:quick", "conv:quick", "attention:quick", "membw:tiny", "membw:quick", "launch:quick"],
+        "entries": ["gemm:quick", "conv:quick", "attention:quick", "elementwise:quick", "membw:tiny", "membw:quick",
+                    "launch:quick"],
     },
     "parity": {
         "description": "the known weak spots: sparse, dynamic shapes, mixed-precision training",

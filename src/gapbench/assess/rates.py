@@ -2,10 +2,13 @@
 
   gemm        FLOP/s per dtype at every measured shape: the fixed-shape rows, and every probe shape of the
               sweep rows (metrics.sweep; the finalists' full timings where the sweep has them)
-  conv        FLOP/s of 3×3 convolutions per dtype and pass at each measured im2col (m, n, k)
+  conv        FLOP/s of convolutions per dtype and pass at each measured im2col (m, n, k) and kernel size (3×3,
+              1×1)
   attention   FLOP/s of scaled-dot-product attention per dtype and pass (forward, backward) at each measured
               (batch × heads, sequence, head dimension)
   bandwidth   bytes/s of the BabelStream kernels (membw), per array size: the median over the kernels
+  elementwise elements/s of the compute-heavy element-wise and normalisation operators (elementwise: gelu,
+              bernoulli_, softmax, norms, …) per operator, dtype and size
   per-op      seconds per operator (launch): `op` a bare operator, `train` per operator of an eager training
               step, `infer` per operator of a forward without autograd
   collective  bytes/s of each collective (algorithm bandwidth: message size / time), per message size
@@ -28,6 +31,9 @@ from gapbench.stats import normal_quantile
 
 MEMBW_KERNELS = ("copy", "scale", "add", "triad", "dot")
 LAUNCH_KINDS = ("op", "train", "infer")
+# operators priced at the rate of a measured elementwise operator that computes the same thing per element
+ELEMENTWISE_ALIASES = {"_safe_softmax": "_softmax", "rsqrt": "sqrt", "bernoulli": "bernoulli_",
+                       "native_dropout": "bernoulli_"}
 # collective workload op names, by the words of the c10d operators that run them
 COLLECTIVE_OPS = (("all_gather", "all_gather"), ("allgather", "all_gather"), ("reduce_scatter", "reduce_scatter"),
                   ("all_reduce", "all_reduce"), ("allreduce", "all_reduce"), ("all_to_all", "all_to_all"),
@@ -48,6 +54,7 @@ class GemmPoint:
     n: int
     k: int
     rate: Rate
+    kernel: int = 0  # convolutions: kernel elements per channel (9 for 3×3, 1 for 1×1)
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,7 @@ class PlatformRates:
     conv: dict[tuple[str, str], list[GemmPoint]] = field(default_factory=dict)  # (dtype, pass) -> im2col points
     attention: dict[tuple[str, str], list[AttentionPoint]] = field(default_factory=dict)  # (dtype, pass) -> points
     bandwidth: list[SizePoint] = field(default_factory=list)
+    elementwise: dict[tuple[str, str], list[SizePoint]] = field(default_factory=dict)  # (op, dtype) -> elements/s
     per_op: dict[str, Rate] = field(default_factory=dict)  # launch kind -> seconds per operator
     collectives: dict[str, list[SizePoint]] = field(default_factory=dict)  # op -> bytes/s by message size
     spread: float = 0.0  # run-to-run standard deviation of log values for this platform
@@ -90,9 +98,19 @@ class PlatformRates:
         """The measured GEMM of this dtype nearest in shape (sum of |log| ratios of m, n and k)."""
         return _nearest(self.gemm.get(dtype) or [], shape)
 
-    def conv_rate(self, dtype: str, backward: bool, shape: tuple[int, int, int]) -> GemmPoint | None:
-        """The measured convolution of this dtype and pass nearest in im2col shape."""
-        return _nearest(self.conv.get((dtype, "backward" if backward else "forward")) or [], shape)
+    def conv_rate(self, dtype: str, backward: bool, shape: tuple[int, int, int], kernel: int = 0) -> GemmPoint | None:
+        """The measured convolution of this dtype and pass nearest in im2col shape, among those of the same kernel
+        size where there are any (a 1×1 convolution is a plain GEMM to the backend, a 3×3 one is not)."""
+        points = self.conv.get((dtype, "backward" if backward else "forward")) or []
+        same = [p for p in points if p.kernel == kernel]
+        return _nearest(same or points, shape)
+
+    def elementwise_at(self, op: str, dtype: str, elements: int) -> SizePoint | None:
+        """The measured rate of this operator (or the one it is priced as) and dtype nearest in elements."""
+        points = self.elementwise.get((ELEMENTWISE_ALIASES.get(op, op), dtype)) or []
+        if not points or elements <= 0:
+            return None
+        return min(points, key=lambda p: abs(math.log(p.size / elements)))
 
     def attention_rate(self, dtype: str, backward: bool, shape: tuple[int, int, int]) -> AttentionPoint | None:
         """The measured attention of this dtype and pass nearest in sequence and head dimension, then in
@@ -224,10 +242,16 @@ def platform_rates(rs: ResultSet) -> PlatformRates:
             pr.gemm.setdefault(str(m.variant.get("dtype")), []).extend(_gemm_points(m))
         elif m.workload == "conv" and m.variant.get("pass") in ("forward", "backward"):
             v = m.variant
-            mm, nn, kk = v["batch"] * v["hw"] * v["hw"], v["c_out"], v["c_in"] * v.get("kernel", 3) ** 2
+            ks = int(v.get("kernel", 3))
+            mm, nn, kk = v["batch"] * v["hw"] * v["hw"], v["c_out"], v["c_in"] * ks ** 2
             pr.conv.setdefault((str(v.get("dtype")), v["pass"]), []).append(GemmPoint(int(mm), int(nn), int(kk), _rate(
-                m, m.value * 1e12, f"conv {v.get('dtype')} {v['pass']} {v['c_in']}→{v['c_out']} ch {v['hw']}² ×"
-                                   f"{v['batch']}")))
+                m, m.value * 1e12, f"conv {v.get('dtype')} {v['pass']} {ks}×{ks} {v['c_in']}→{v['c_out']} ch "
+                                   f"{v['hw']}² ×{v['batch']}"), ks * ks))
+        elif m.workload == "elementwise" and "op" in m.variant:
+            v = m.variant
+            pr.elementwise.setdefault((str(v["op"]), str(v.get("dtype"))), []).append(SizePoint(
+                float(v["elements"]), _rate(m, m.value * 1e9, f"elementwise {v['op']} {v.get('dtype')} "
+                                                              f"{v['elements']} elements")))
         elif m.workload == "attention" and m.variant.get("pass") in ("forward", "backward"):
             v = m.variant
             pr.attention.setdefault((str(v.get("dtype")), v["pass"]), []).append(AttentionPoint(

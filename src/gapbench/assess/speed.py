@@ -3,8 +3,11 @@
 Each traced operator call costs, on a platform (its rates from its results file, assess.rates):
 
     gemm              max(FLOPs / GEMM rate at the nearest measured shape of its dtype, bytes / bandwidth)
-    conv              max(FLOPs / convolution rate of its dtype and pass at the nearest im2col shape, bytes / bw)
+    conv              max(FLOPs / convolution rate of its dtype, pass and kernel size at the nearest im2col shape,
+                      bytes / bw)
     attention         max(FLOPs / attention rate of its dtype and pass at the nearest measured shape, bytes / bw)
+    elementwise       max(elements / the operator's own measured rate of its dtype at the nearest size, bytes / bw):
+                      a memory-class operator the elementwise rows measured (gelu, bernoulli_, softmax, norms, …)
     memory            bytes / bandwidth at the nearest measured size
     collective        message bytes / the collective's algorithm bandwidth at the nearest message size
     view              nothing but its per-operator cost
@@ -36,12 +39,12 @@ from gapbench.compare.rates import time_per_iter
 DRAWS = 4000
 SEED = 0
 LEVEL = 0.95
-WORK_CLASSES = ("gemm", "conv", "attention", "memory", "collective")
+WORK_CLASSES = ("gemm", "conv", "attention", "elementwise", "memory", "collective")
 
 
 @dataclass(frozen=True)
 class ClassTime:
-    cls: str  # gemm | conv | attention | memory | collective | overhead
+    cls: str  # gemm | conv | attention | elementwise | memory | collective | overhead
     calls: int
     flops: float
     bytes: float
@@ -133,6 +136,7 @@ def plan_side(work: Work, pr: PlatformRates, table: _Table, platform: int, key: 
     used: dict[str, list[str]] = {}
     for it in work.items:
         ci = mi = -1
+        cls, units = it.cls, it.flops
         if it.cls in COMPUTE:
             point, lacking = _compute_rate(pr, it)
             if point is None:
@@ -140,14 +144,18 @@ def plan_side(work: Work, pr: PlatformRates, table: _Table, platform: int, key: 
                 continue
             ci = table.add(key, point.rate)
             used.setdefault(it.cls, []).extend([point.rate.source] * it.count)
+        elif it.cls == "memory" and (ew := pr.elementwise_at(it.packet, it.dtype, it.elements)) is not None:
+            # an operator whose arithmetic the elementwise rows measured: max(elements / rate, bytes / bandwidth)
+            cls, units, ci = "elementwise", float(it.elements), table.add(key, ew.rate)
+            used.setdefault(cls, []).extend([ew.rate.source] * it.count)
         if (it.cls in COMPUTE or it.cls == "memory") and it.bytes > 0:
             bw = pr.bandwidth_at(it.bytes)
             if bw is None:
                 missing.append("no memory bandwidth rows (membw)")
                 continue
             mi = table.add(key, bw.rate)
-            if it.cls == "memory":
-                used.setdefault(it.cls, []).extend([bw.rate.source] * it.count)
+            if cls == "memory":
+                used.setdefault(cls, []).extend([bw.rate.source] * it.count)
         elif it.cls == "collective":
             point = pr.collective_at(it.op, it.bytes)
             if point is None:
@@ -155,8 +163,8 @@ def plan_side(work: Work, pr: PlatformRates, table: _Table, platform: int, key: 
                 continue
             mi = table.add(key, point.rate)
             used.setdefault(it.cls, []).extend([point.rate.source] * it.count)
-        for name, v in (("count", it.count), ("flops", it.flops), ("bytes", it.bytes), ("compute", ci),
-                        ("memory", mi), ("cls", it.cls)):
+        for name, v in (("count", it.count), ("flops", units), ("bytes", it.bytes), ("compute", ci),
+                        ("memory", mi), ("cls", cls)):
             cols[name].append(v)
     if kind not in pr.per_op:
         missing.append(f"no per-operator time (launch, kind={kind})")
@@ -177,7 +185,7 @@ def _compute_rate(pr: PlatformRates, it):
     if it.cls == "gemm":
         return pr.gemm_rate(it.dtype, shape), f"no {it.dtype} GEMM rows (gemm)"
     if it.cls == "conv":
-        return pr.conv_rate(it.dtype, backward, shape), f"no {it.dtype} {pas} convolution rows (conv)"
+        return pr.conv_rate(it.dtype, backward, shape, it.kernel), f"no {it.dtype} {pas} convolution rows (conv)"
     return pr.attention_rate(it.dtype, backward, shape), f"no {it.dtype} {pas} attention rows (attention)"
 
 
@@ -205,7 +213,8 @@ def _classes(plan: _Plan, values: np.ndarray) -> tuple[ClassTime, ...]:
             continue
         sources = plan.used.get(cls, [])
         top = tuple(sorted(set(sources), key=lambda s: -sources.count(s))[:3])
-        out.append(ClassTime(cls, int(plan.count[sel].sum()), float((plan.flops * plan.count)[sel].sum()),
+        flops = float((plan.flops * plan.count)[sel].sum()) if cls in COMPUTE else 0.0  # elementwise: elements
+        out.append(ClassTime(cls, int(plan.count[sel].sum()), flops,
                              float((plan.nbytes * plan.count)[sel].sum()), float(t[sel].sum()), top))
     out.append(ClassTime("overhead", plan.calls, 0.0, 0.0, float(plan.calls * values[plan.per_op]),
                          tuple(plan.used["overhead"])))

@@ -2,8 +2,8 @@
 the user's code) or a built-in model workload of the same family (`--like WORKLOAD:PRESET`).
 
 A workload with `build_iteration(preset, device, options)` is traced as one measured iteration (for training:
-forward, backward and the optimizer, at the run's precision), so that the prediction is of what `gapbench run`
-measures; one with only `build_step(preset, device)` is traced as its forward and backward in fp32.
+forward, backward and the optimizer, at the run's precision; for llm-infer: one point's generation, prefill and
+every decode step), so that the prediction is of what `gapbench run` measures; one with only `build_step(preset, device)` is traced as its forward and backward in fp32.
 """
 
 from __future__ import annotations
@@ -68,9 +68,14 @@ def trace_like(spec: str, options: dict | None = None, fake: bool = True) -> tup
 
 def _traced_variant(w, preset: str, device, options: dict) -> dict | None:
     """The variant parameters the workload records for one run at these options (its identity in results
-    files), when it has exactly one."""
+    files): the workload's own `traced_variant(preset, device, options)` where it has one (a workload whose run
+    gives several rows, llm-infer's one per metric of a point, names the row that times the iteration), else its
+    only variant when it has exactly one."""
     from gapbench.workloads.base import Context
 
+    own = getattr(w, "traced_variant", None)
+    if callable(own):
+        return dict(own(preset, device, options))
     try:
         variants = w.variants(preset, Context(device=device, preset=preset, options=options))
     except Exception:  # a workload that cannot plan here still traced; its variant is then not known

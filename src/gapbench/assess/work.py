@@ -44,14 +44,24 @@ class Item:
     shape: tuple[int, int, int] | None = None  # gemm, conv: (m, n, k) of one (im2col) GEMM; attention: (batch ×
     #                                               heads, seq, head dim)
     count: int = 1
+    elements: int = 0  # memory class: elements of its largest output (the unit of an element-wise rate)
+    kernel: int = 0  # conv: kernel elements per channel (1 for 1×1, 9 for 3×3)
 
     @property
     def key(self) -> tuple:
-        return (self.op, self.cls, self.dtype, self.phase, self.flops, self.bytes, self.shape)
+        return (self.op, self.cls, self.dtype, self.phase, self.flops, self.bytes, self.shape, self.elements,
+                self.kernel)
+
+    @property
+    def packet(self) -> str:
+        """The operator without namespace and overload: 'aten.gelu.default' -> 'gelu'."""
+        parts = self.op.split(".")
+        return parts[1] if len(parts) >= 2 else self.op
 
     def to_dict(self) -> dict:
         return {"op": self.op, "class": self.cls, "dtype": self.dtype, "phase": self.phase, "count": self.count,
-                "flops": self.flops, "bytes": self.bytes, "shape": list(self.shape) if self.shape else None}
+                "flops": self.flops, "bytes": self.bytes, "shape": list(self.shape) if self.shape else None,
+                "elements": self.elements, "kernel": self.kernel}
 
 
 @dataclass
@@ -269,6 +279,18 @@ def attention_shape(func, args) -> tuple[int, int, int] | None:
     return (int(math.prod(q.shape[:-2])), int(q.shape[-2]), int(q.shape[-1]))
 
 
+def conv_kernel(func, args) -> int:
+    """Kernel elements per channel of a convolution (forward or backward): 1 for 1×1, 9 for 3×3."""
+    ts = _tensors(args)
+    w = ts[2] if "backward" in str(func) and len(ts) >= 3 else ts[1] if len(ts) >= 2 else None
+    return int(math.prod(w.shape[2:])) if w is not None and w.dim() >= 3 else 0
+
+
+def out_elements(out) -> int:
+    """Elements of the largest tensor an operator returns (for an in-place one, the tensor it wrote)."""
+    return max((int(t.numel()) for t in _tensors(out)), default=0)
+
+
 def describe(func, args, kwargs, out, phase: str) -> Item:
     cls = op_class(func)
     first = next(iter(_tensors((args, kwargs))), None)
@@ -276,4 +298,6 @@ def describe(func, args, kwargs, out, phase: str) -> Item:
     shape = {"gemm": lambda: gemm_shape(func, args, flops), "conv": lambda: conv_shape(func, args, out),
              "attention": lambda: attention_shape(func, args)}.get(cls, lambda: None)()
     nbytes = _nbytes(first) if cls == "collective" and first is not None else op_bytes(func, args, kwargs, out, cls)
-    return Item(str(func), cls, dtype_name(first.dtype if first is not None else None), phase, flops, nbytes, shape)
+    return Item(str(func), cls, dtype_name(first.dtype if first is not None else None), phase, flops, nbytes, shape,
+                elements=out_elements(out) if cls == "memory" else 0,
+                kernel=conv_kernel(func, args) if cls == "conv" else 0)

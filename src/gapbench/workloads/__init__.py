@@ -26,6 +26,7 @@ BUILTIN: dict[str, str] = {
     "dynamic-shapes": "gapbench.workloads.dynamic_shapes:DynamicShapes",
     "amp-train": "gapbench.workloads.amp_train:AmpTrain",
     "llm-infer": "gapbench.workloads.llm_infer:LlmInfer",
+    "elementwise": "gapbench.workloads.elementwise:Elementwise",
     "gemm-libs": "gapbench.workloads.gemm_libs:GemmLibs",
     "attention-libs": "gapbench.workloads.attention_libs:AttentionLibs",
     "launch": "gapbench.workloads.launch:Launch",

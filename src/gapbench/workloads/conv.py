@@ -1,11 +1,12 @@
-"""2-D convolution: `torch.nn.functional.conv2d` (3×3, stride 1, padding 1, as UNets and VAEs use it), forward and
-backward apart, per dtype and shape. The backend picks its algorithm (cuDNN, MIOpen, oneDNN), whose rate at few
-channels is far from a square GEMM's: this is the rate a model's convolutions run at there.
+"""2-D convolution: `torch.nn.functional.conv2d` (3×3, stride 1, padding 1, as UNets and VAEs use it, and 1×1,
+their channel projections and shortcuts), forward and backward apart, per dtype and shape. The backend picks its
+algorithm (cuDNN, MIOpen, oneDNN), whose rate at few channels is far from a square GEMM's: this is the rate a
+model's convolutions run at there.
 
-FLOPs: torch.utils.flop_counter's convolution formulas (forward 2·N·H·W·C_out·C_in·9; backward the gradients of the
-input and the weight, twice that), the count a model trace uses. Bytes: input and weight read, output written
-(forward); the output gradient, input and weight read, both gradients written (backward). Each variant checks the
-output (forward) or the input gradient (backward) against float64 on the CPU.
+FLOPs: torch.utils.flop_counter's convolution formulas (forward 2·N·H·W·C_out·C_in·K², K the kernel side; backward
+the gradients of the input and the weight, twice that), the count a model trace uses. Bytes: input and weight read,
+output written (forward); the output gradient, input and weight read, both gradients written (backward). Each
+variant checks the output (forward) or the input gradient (backward) against float64 on the CPU.
 """
 
 from __future__ import annotations
@@ -19,24 +20,26 @@ from gapbench.workloads.base import Context, Variant, Workload
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 TOLERANCE = {"fp32": 1e-4, "bf16": 3e-2, "fp16": 5e-3}  # of max |error| over max |reference|
 PASSES = ("forward", "backward")
-# (batch, input channels, output channels, height = width)
+# (batch, input channels, output channels, height = width[, kernel side: 3 unless given])
 _SHAPES = {
     "tiny": {"cpu": [(1, 16, 16, 16)], "accelerator": [(1, 16, 16, 16)]},
     # the few-channel ends of a UNet or VAE (latents in, image out) run far below the rest: measured apart
     "quick": {"cpu": [(2, 32, 32, 64), (2, 64, 64, 32), (2, 32, 32, 128), (2, 128, 128, 16), (2, 256, 256, 8),
-                      (2, 64, 64, 8), (2, 32, 32, 16), (1, 4, 32, 32), (1, 32, 3, 128)],
+                      (2, 64, 64, 8), (2, 32, 32, 16), (1, 4, 32, 32), (1, 32, 3, 128),
+                      # the smallest UNet level and its 1×1 projections (channels change between blocks)
+                      (2, 128, 64, 8), (2, 32, 64, 8, 1), (2, 128, 64, 8, 1), (2, 64, 32, 16, 1)],
               "accelerator": [(2, 320, 320, 128), (2, 640, 640, 64), (2, 1280, 1280, 32), (1, 128, 128, 512),
-                              (2, 4, 320, 128), (1, 128, 3, 1024)]},
+                              (2, 4, 320, 128), (1, 128, 3, 1024), (2, 320, 640, 64, 1), (2, 640, 1280, 32, 1)]},
 }
 
 
-def gemm_equivalent(batch: int, c_in: int, c_out: int, hw: int) -> tuple[int, int, int]:
-    """(m, n, k) of the im2col GEMM with the convolution's FLOPs: output pixels, output channels, C_in × 3 × 3."""
-    return batch * hw * hw, c_out, c_in * 9
+def gemm_equivalent(batch: int, c_in: int, c_out: int, hw: int, kernel: int = 3) -> tuple[int, int, int]:
+    """(m, n, k) of the im2col GEMM with the convolution's FLOPs: output pixels, output channels, C_in × K × K."""
+    return batch * hw * hw, c_out, c_in * kernel * kernel
 
 
-def conv_flops(batch: int, c_in: int, c_out: int, hw: int, backward: bool) -> float:
-    m, n, k = gemm_equivalent(batch, c_in, c_out, hw)
+def conv_flops(batch: int, c_in: int, c_out: int, hw: int, backward: bool, kernel: int = 3) -> float:
+    m, n, k = gemm_equivalent(batch, c_in, c_out, hw, kernel)
     return 2.0 * m * n * k * (2 if backward else 1)
 
 
@@ -44,11 +47,11 @@ class Conv(Workload):
     name = "conv"
     category = "micro"
     unit = "TFLOP/s"
-    unit_help = "torch.utils.flop_counter's convolution FLOPs (2·N·H·W·C_out·C_in·9 forward, twice that backward) per s"
-    description = "3×3 conv2d forward and backward per dtype and shape, the backend's own algorithm"
+    unit_help = "torch.utils.flop_counter's convolution FLOPs (2·N·H·W·C_out·C_in·K² forward, twice that backward) per s"
+    description = "3×3 and 1×1 conv2d forward and backward per dtype and shape, the backend's own algorithm"
     presets = {"tiny": "one shape (16 channels at 16×16) per dtype and pass (tests)",
-               "quick": "32–256 channels at 8²–128² pixels and the few-channel ends (4 in, 3 out) (CPU) / UNet-sized "
-                        "320–1280 channels and the same ends (accelerator)"}
+               "quick": "32–256 channels at 8²–128² pixels, the few-channel ends (4 in, 3 out) and 1×1 projections "
+                        "(CPU) / UNet-sized 320–1280 channels, the same ends and 1×1 projections (accelerator)"}
     default_preset = "quick"
 
     def variants(self, preset: str, ctx: Context) -> list[Variant]:
@@ -60,12 +63,15 @@ class Conv(Workload):
         out = []
         for d in [x for x in DTYPES if x in asked]:
             size = DTYPES[d].itemsize
-            for b, ci, co, hw in shapes:
-                io = b * hw * hw * (ci + co) * size + co * ci * 9 * size
+            for b, ci, co, hw, *ks in shapes:
+                kernel = ks[0] if ks else 3
+                io = b * hw * hw * (ci + co) * size + co * ci * kernel * kernel * size
                 for p in PASSES:
                     back = p == "backward"
-                    out.append(Variant({"dtype": d, "batch": b, "c_in": ci, "c_out": co, "hw": hw, "kernel": 3,
-                                        "pass": p}, flops=conv_flops(b, ci, co, hw, back),
+                    params = {"dtype": d, "batch": b, "c_in": ci, "c_out": co, "hw": hw, "pass": p}
+                    if kernel != 3:  # 3×3 rows keep the variant they always had, so older results files still match
+                        params["kernel"] = kernel
+                    out.append(Variant(params, flops=conv_flops(b, ci, co, hw, back, kernel),
                                        bytes=float(io * (2 if back else 1))))
         return out
 
@@ -78,15 +84,17 @@ class Conv(Workload):
         g = torch.Generator().manual_seed(0)
         back = p["pass"] == "backward"
         x = torch.randn(p["batch"], p["c_in"], p["hw"], p["hw"], generator=g).to(dev, dt).requires_grad_(back)
-        w = (torch.randn(p["c_out"], p["c_in"], 3, 3, generator=g) / (p["c_in"] * 9) ** 0.5).to(dev, dt)
+        ks = p.get("kernel", 3)
+        w = (torch.randn(p["c_out"], p["c_in"], ks, ks, generator=g) / (p["c_in"] * ks * ks) ** 0.5).to(dev, dt)
         w.requires_grad_(back)
         conv = torch.nn.functional.conv2d
+        pad = ks // 2
         if not back:
             def fn():
                 with torch.no_grad():
-                    return conv(x, w, padding=1)
+                    return conv(x, w, padding=pad)
         else:
-            out = conv(x, w, padding=1)
+            out = conv(x, w, padding=pad)
             grad = torch.randn(out.shape, generator=g).to(dev, dt)
 
             def fn():
@@ -109,7 +117,7 @@ class Conv(Workload):
 def _check(x, w, got, grad, tol: float) -> str:
     """The output (or, with grad, the input gradient) of the first image against float64 on the CPU."""
     xd = x.detach()[:1].to("cpu", torch.float64).requires_grad_(grad is not None)
-    ref = torch.nn.functional.conv2d(xd, w.detach().to("cpu", torch.float64), padding=1)
+    ref = torch.nn.functional.conv2d(xd, w.detach().to("cpu", torch.float64), padding=w.shape[-1] // 2)
     if grad is not None:
         ref.backward(grad[:1].to("cpu", torch.float64))
         ref = xd.grad

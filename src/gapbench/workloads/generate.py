@@ -74,10 +74,21 @@ def fp8_linear_error(layer: Fp8Linear, x: torch.Tensor) -> float:
 def build_random_llama(cfg: dict, attention: str, device: torch.device, dtype: torch.dtype,
                        fp8_dtype: torch.dtype | None = None) -> torch.nn.Module:
     """A LlamaForCausalLM with random weights, materialised on `device` one block at a time (decoder Linears
-    replaced by Fp8Linear as they are made when fp8_dtype is given)."""
+    replaced by Fp8Linear as they are made when fp8_dtype is given). Under FakeTensorMode (a shape trace: gapbench
+    assess) the same modules are built at once on the device: fake tensors cost no memory, and cannot be
+    materialised from the meta device."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(**cfg, attn_implementation=attention)
+    if fake_mode_active():
+        with torch.device(device), tr.creating_dtype(dtype):
+            model = LlamaForCausalLM(config)
+        if fp8_dtype is not None:
+            with torch.no_grad():
+                for part in [model.model.embed_tokens, *model.model.layers, model.model.norm]:
+                    _quantize_linears(part, fp8_dtype, dtype)
+        model.model.rotary_emb = type(model.model.rotary_emb)(config=model.config).to(device)  # as below
+        return model.eval()
     with torch.device("meta"):
         model = LlamaForCausalLM(config).to(dtype)
     std = config.initializer_range
@@ -96,6 +107,11 @@ def build_random_llama(cfg: dict, attention: str, device: torch.device, dtype: t
     # the rotary frequencies are computed, not parameters: rebuild them on the device
     model.model.rotary_emb = type(rotary)(config=model.config).to(device)
     return model.eval()
+
+
+def fake_mode_active() -> bool:
+    """Whether a FakeTensorMode is active (tensors made now have shapes and no values)."""
+    return torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.FAKE) is not None
 
 
 def _quantize_linears(module: torch.nn.Module, fp8_dtype: torch.dtype, out_dtype: torch.dtype) -> None:
@@ -184,7 +200,8 @@ class StaticGenerator:
 
     def stream(self, prompt: torch.Tensor):
         """Yields each generated token column (on the host, one token per sequence) as soon as it is there;
-        finally returns whether every step's logits were finite."""
+        finally returns a boolean tensor: whether every step's logits were finite (read on the host by the caller,
+        so that the loop also runs on fake tensors, which have no values: gapbench assess traces it)."""
         self.reset()
         with torch.inference_mode():
             logits = self._logits(prompt, self.prefill_positions)
@@ -198,7 +215,7 @@ class StaticGenerator:
                 best.append(top)
             if best:
                 finite = finite & torch.isfinite(torch.stack(best)).all()
-        return bool(finite)
+        return finite
 
     def __call__(self, prompt: torch.Tensor, synchronize) -> Generation:
         synchronize()
@@ -209,7 +226,7 @@ class StaticGenerator:
             try:
                 host.append(next(steps))
             except StopIteration as done:
-                finite = done.value
+                finite = bool(done.value)
                 break
             times.append(time.perf_counter())
         return Generation(torch.stack(host, dim=1), start, times, finite)

@@ -123,7 +123,8 @@ def measure(w, variant, ctx, preset, opts) -> dict:
         raise
 
 
-def _build(preset, dtype: str, attn_impl: str, device) -> torch.nn.Module:
+def build_model(preset, dtype: str, attn_impl: str, device) -> torch.nn.Module:
+    """The point's model: random weights (seed 0) at the run's precision."""
     torch.manual_seed(0)
     fp8 = device.fp8_e4m3() if dtype == "fp8" else None
     return gen.build_random_llama(preset.config, attn_impl, device.torch_device,
@@ -135,7 +136,8 @@ def _measure(w, variant, ctx, preset, budget: Budget, attn_impl: str) -> dict:
     dtype = prm["dtype"]
     memory = tr.PeakMemory(device)
     built = time.perf_counter()
-    model = w.models.get((ctx.preset, dtype, attn_impl, str(device)), lambda: _build(preset, dtype, attn_impl, device))
+    model = w.models.get((ctx.preset, dtype, attn_impl, str(device)),
+                         lambda: build_model(preset, dtype, attn_impl, device))
     build_s = time.perf_counter() - built
     common = {"params": sum(p.numel() for p in model.parameters()), "weight_bytes": gen.weight_bytes(model),
               "weights": "fp8 e4m3 W8A8, per-tensor scales (decoder linears), bf16 elsewhere" if dtype == "fp8"
@@ -172,7 +174,7 @@ def _largest_batch(model, preset, prm: dict, device) -> tuple[int, list]:
     def try_batch(b: int) -> None:
         g = gen.StaticGenerator(model, b, n_in, n_out, device.torch_device, cdt)
         try:
-            g.prefill_only(_prompts(b, n_in, preset, device))
+            g.prefill_only(prompts_for(b, n_in, preset, device))
             device.synchronize()
         finally:
             del g
@@ -182,14 +184,15 @@ def _largest_batch(model, preset, prm: dict, device) -> tuple[int, list]:
     return search.batch_size, [list(t) for t in search.tried]
 
 
-def _prompts(batch: int, n_in: int, preset, device) -> torch.Tensor:
+def prompts_for(batch: int, n_in: int, preset, device) -> torch.Tensor:
+    """The point's random prompts (seed 0) on the device."""
     return gen.random_prompts(batch, n_in, preset.config["vocab_size"]).to(device.torch_device)
 
 
 def _measure_batch(w, variant, ctx, model, preset, batch: int, budget: Budget, memory, common: dict) -> dict:
     prm, device = variant.params, ctx.device
     n_in, n_out = prm["input_len"], prm["output_len"]
-    prompts = _prompts(batch, n_in, preset, device)
+    prompts = prompts_for(batch, n_in, preset, device)
     g = gen.StaticGenerator(model, batch, n_in, n_out, device.torch_device,
                             tr.TORCH_DTYPES[compute_dtype(prm["dtype"])], compile=prm["compile"])
     clock = tr.Clock(budget.seconds)

@@ -10,7 +10,10 @@ the gap at equal interactivity are compare's (compare.frontier). Definitions: do
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+
+import torch
 
 from gapbench.results import Measurement
 from gapbench.workloads import infer_metrics as im
@@ -32,6 +35,10 @@ INFERENCEMAX_LENGTHS = ((1024, 1024), (1024, 8192), (8192, 1024))
 DEFAULT_CONCURRENCY = (4, 8, 16, 32, 64)  # InferenceMAX's sweep, ×2 from 4
 
 POINT_KEYS = ("batch_size", "concurrency", "request_rate")  # what varies along one curve
+# the point a shape trace (gapbench assess) stands for when the options give no batch size: a mid-sweep batch of
+# the tiny preset, and the row whose value is the seconds of that iteration (one generate call of the batch)
+TRACE_BATCH = 8
+ITERATION_METRIC = "e2e_ms"
 FAILED = "_failed"  # the key of a point's failure among its rows
 ENGINES = ("transformers", "vllm")
 
@@ -208,6 +215,53 @@ class LlmInfer(Workload):
                "observable (measure `vllm serve` with --server for them)" if name in im.ITL_METRICS and
                variant.params["engine"] == "vllm" else f"{name} is not measured by this engine")
         return replace(self.failed(variant, ctx, "unsupported", why), unit=d.unit, higher_is_better=d.higher_is_better)
+
+    def build_iteration(self, preset: str, device, options: dict | None = None) -> Callable[[], list]:
+        """One measured generation for a shape trace (gapbench assess): the point's batch of random prompts
+        (`batch_size` from the options, else TRACE_BATCH), prefill and greedy decode into the static KV cache up to
+        the output length, as infer_local times it — from the cache reset to the last token on the host, the
+        row `e2e_ms` (every request of a static batch starts and ends together). At the run's precision, on
+        `device` (a gapbench Device); works under FakeTensorMode: the loop reads no values."""
+        from gapbench.workloads import generate as gen
+        from gapbench.workloads import infer_local
+
+        p = _preset(preset)
+        params = self.traced_variant(preset, device, options)
+        dtype = params["dtype"]
+        why = infer_local.precision_problem(device, dtype)
+        if why:
+            raise ValueError(why)
+        attn_impl, backends = tr.attention_choice({"attention": params["attention"]})
+        batch, n_in, n_out = params["batch_size"], params["input_len"], params["output_len"]
+        dev = device.torch_device
+        model = infer_local.build_model(p, dtype, attn_impl, device)  # the measured model (its weights when real)
+        g = gen.StaticGenerator(model, batch, n_in, n_out, dev, tr.TORCH_DTYPES[infer_local.compute_dtype(dtype)])
+        prompts = infer_local.prompts_for(batch, n_in, p, device)
+
+        def generate() -> list[torch.Tensor]:
+            with tr.sdpa_context(backends):
+                steps = g.stream(prompts)
+                columns = [next(steps) for _ in range(n_out)]  # up to the last token on the host: the e2e row
+                steps.close()
+            return columns  # the tokens, one column per step (no operator: a trace records nothing more)
+
+        return generate
+
+    def traced_variant(self, preset: str, device, options: dict | None = None) -> dict:
+        """The variant of the row build_iteration's generation is measured by: its point's `e2e_ms` row (seconds
+        of one generate call of the batch). One point: the options' first length pair and batch size, else
+        the preset's first lengths and TRACE_BATCH; the local transformers engine."""
+        opts = dict(options or {})
+        if opts.get("server") or (opts.get("engine") or "transformers") != "transformers":
+            raise ValueError("only the transformers engine's generation can be traced (a server's or vLLM's "
+                             "kernels are not PyTorch's eager operators)")
+        b = opts.get("batch_size")
+        if b == "auto":
+            raise ValueError("--batch-size auto is found by running out of memory; give a number to trace")
+        opts["batch_size"] = [_ints(b, "batch size")[0] if b is not None else TRACE_BATCH]
+        ctx = Context(device=device, preset=preset, options=opts)
+        first = self.variants(preset, ctx)[0].params
+        return dict(first, metric=ITERATION_METRIC)
 
     def _measure_or_fail(self, variant: Variant, ctx: Context) -> dict[str, Measurement]:
         """The point's rows; an exception fails the point once (`oom` when the device ran out of memory), not

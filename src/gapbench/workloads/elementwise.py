@@ -1,0 +1,143 @@
+"""Element-wise and normalisation operators whose time is their arithmetic, not their bytes: GELU's erf and its
+backward, dropout's random numbers (`bernoulli_`), SiLU's exponential, square roots, softmax, layer and group norm.
+On a CPU these run far below the memory bandwidth a streaming copy reaches, so a model's step priced as their
+bytes alone comes out short. Each is measured as the ATen operator a model dispatches, per dtype and tensor size,
+in elements per second (the elements of its output), the rate gapbench assess prices that operator at:
+max(elements / rate, bytes / bandwidth).
+
+Two sizes per operator: 2^15 elements (a small model's activations; below PyTorch's intra-op grain of 32768
+elements an operator runs on one thread) and 2^18 (above it, every thread). Each variant checks its output
+against float64 on the CPU (bernoulli_: values 0 or 1 and a kept fraction within six standard deviations of p).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+from gapbench.measure import TooSlow, time_fn
+from gapbench.results import Measurement
+from gapbench.workloads.base import Context, Variant, Workload
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+TOLERANCE = {"fp32": 1e-5, "bf16": 2e-2, "fp16": 2e-3}  # of max |error| over max |reference|
+# the ATen operators measured (their overload packet names, as a trace records them)
+OPS = ("gelu", "gelu_backward", "bernoulli_", "silu", "sqrt", "_softmax", "native_layer_norm", "native_group_norm")
+SIZES = {"tiny": (1 << 12,), "quick": (1 << 15, 1 << 18)}
+ROW = 128  # the last dimension (softmax, layer norm); group norm: 32 channels in 32 groups × (elements / 64)
+KEEP = 0.9  # bernoulli_'s probability: dropout 0.1 keeps 90%
+EPS = 1e-5
+
+
+class Elementwise(Workload):
+    name = "elementwise"
+    category = "micro"
+    unit = "Gelem/s"
+    unit_help = "10^9 output elements per second of one ATen operator (gelu, bernoulli_, softmax, …)"
+    description = "compute-heavy element-wise and normalisation operators (erf, RNG, exp, sqrt, norms) per dtype"
+    presets = {"tiny": "each operator at 4096 elements (tests)",
+               "quick": "each operator at 2^15 and 2^18 elements (one thread's grain, and above it)"}
+    default_preset = "quick"
+
+    def variants(self, preset: str, ctx: Context) -> list[Variant]:
+        if preset not in SIZES:
+            raise ValueError(f"unknown preset {preset!r}")
+        asked = ctx.options.get("dtype")
+        asked = [asked] if isinstance(asked, str) else list(asked or DTYPES)
+        out = []
+        for d in [x for x in DTYPES if x in asked]:
+            size = DTYPES[d].itemsize
+            for op in OPS:
+                for n in SIZES[preset]:
+                    out.append(Variant({"op": op, "dtype": d, "elements": n}, bytes=float(n * size * _arrays(op))))
+        return out
+
+    def run(self, variant: Variant, ctx: Context) -> Measurement:
+        p = variant.params
+        why = ctx.device.dtype_unsupported(p["dtype"])
+        if why:
+            return self.failed(variant, ctx, "unsupported", why)
+        fn, check = make_op(p["op"], p["elements"], DTYPES[p["dtype"]], ctx.device.torch_device)
+        try:
+            fn()  # a kernel this device lacks fails here, not inside the timing
+        except (RuntimeError, NotImplementedError) as e:
+            return self.failed(variant, ctx, "unsupported", f"{p['dtype']} {p['op']}: {e}")
+        try:
+            timing = time_fn(fn, ctx.device, ctx.budget(), agreement=ctx.agreement)
+        except TooSlow as e:
+            return self.too_slow(variant, ctx, e.estimate_s, p["elements"], 1e-9)
+        err = check(fn(), TOLERANCE[p["dtype"]])
+        if err:
+            return self.failed(variant, ctx, "wrong_result", err)
+        return self.throughput(variant, ctx, timing, p["elements"], 1e-9)
+
+
+def _arrays(op: str) -> int:
+    """Tensors of the operator's size it reads and writes (BabelStream's counting: no write-allocate)."""
+    return 3 if op == "gelu_backward" else 1 if op == "bernoulli_" else 2
+
+
+def make_op(op: str, n: int, dtype: torch.dtype, dev) -> tuple[Callable[[], torch.Tensor], Callable]:
+    """(fn, check): fn runs the operator once and returns its output; check(output, tolerance) -> '' or what is
+    wrong."""
+    g = torch.Generator().manual_seed(0)
+    x64 = torch.randn(n // ROW, ROW, generator=g, dtype=torch.float64)
+    if op == "sqrt":
+        x64 = x64.abs() + 0.1
+    x = x64.to(dev, dtype)
+    aten = torch.ops.aten
+    if op == "bernoulli_":
+        buf = torch.empty_like(x)
+        return (lambda: buf.bernoulli_(KEEP)), _check_bernoulli
+    if op == "gelu_backward":
+        grad64 = torch.randn(x64.shape, generator=g, dtype=torch.float64)
+        grad = grad64.to(dev, dtype)
+        fn = lambda: aten.gelu_backward(grad, x)  # noqa: E731
+        ref = _gelu_grad(grad64, x64)
+    elif op == "native_layer_norm":
+        w64, b64 = torch.randn(ROW, generator=g, dtype=torch.float64), torch.randn(ROW, generator=g, dtype=torch.float64)
+        w, b = w64.to(dev, dtype), b64.to(dev, dtype)
+        fn = lambda: aten.native_layer_norm(x, [ROW], w, b, EPS)[0]  # noqa: E731
+        ref = torch.nn.functional.layer_norm(x64, [ROW], w64, b64, EPS)
+    elif op == "native_group_norm":
+        x64 = x64.reshape(1, 32, -1)
+        x = x64.to(dev, dtype)
+        w64, b64 = torch.randn(32, generator=g, dtype=torch.float64), torch.randn(32, generator=g, dtype=torch.float64)
+        w, b = w64.to(dev, dtype), b64.to(dev, dtype)
+        fn = lambda: aten.native_group_norm(x, w, b, 1, 32, x.shape[-1], 32, EPS)[0]  # noqa: E731
+        ref = torch.nn.functional.group_norm(x64, 32, w64, b64, EPS)
+    else:
+        f, r = {"gelu": (aten.gelu, torch.nn.functional.gelu), "silu": (aten.silu, torch.nn.functional.silu),
+                "sqrt": (aten.sqrt, torch.sqrt),
+                "_softmax": (lambda t: aten._softmax(t, -1, False), lambda t: torch.softmax(t, -1))}[op]
+        fn = lambda: f(x)  # noqa: E731
+        ref = r(x64)
+    return fn, lambda got, tol: _compare(op, got, ref, tol)
+
+
+def _gelu_grad(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+    """d/dx of x·Φ(x) (erf GELU) times the incoming gradient, in float64."""
+    cdf = 0.5 * (1 + torch.erf(x / math.sqrt(2)))
+    pdf = torch.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+    return grad * (cdf + x * pdf)
+
+
+def _compare(op: str, got: torch.Tensor, ref: torch.Tensor, tol: float) -> str:
+    got = got.detach().to("cpu", torch.float64).reshape(ref.shape)
+    if not torch.isfinite(got).all():
+        return f"{op}: non-finite values"
+    err = float((got - ref).abs().max() / ref.abs().max().clamp_min(1e-30))
+    return "" if err <= tol else f"{op} differs from float64 by {err:.3g} of its largest value (tolerance {tol:g})"
+
+
+def _check_bernoulli(got: torch.Tensor, tol: float) -> str:
+    v = got.detach().to("cpu", torch.float64).flatten()
+    if not bool(((v == 0) | (v == 1)).all()):
+        return "bernoulli_ gave values other than 0 and 1"
+    n = v.numel()
+    kept, sd = float(v.mean()), math.sqrt(KEEP * (1 - KEEP) / n)
+    if abs(kept - KEEP) > 6 * sd:
+        return f"bernoulli_({KEEP}) kept {kept:.4f} of {n} elements; expected {KEEP} ± {6 * sd:.4f}"
+    return ""

@@ -1,0 +1,102 @@
+"""Compute-heavy element-wise operators and small convolutions at their own measured rates: the elementwise workload
+(real runs, its checks catch wrong results), the trace's elements and kernel sizes, and the prices by hand."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from gapbench import results
+from gapbench.assess.rates import platform_rates
+from gapbench.assess.speed import predict
+from gapbench.assess.work import Item, Work, WorkRecorder
+from gapbench.devices import resolve
+from gapbench.workloads import elementwise as ew
+from gapbench.workloads import get
+from gapbench.workloads.base import Context
+from test_assess_speed import _m, rates_file
+
+
+def _ew(op: str, elements: int, gelems: float, dtype: str = "fp32"):
+    return _m("elementwise", {"op": op, "dtype": dtype, "elements": elements}, gelems, "Gelem/s")
+
+
+def test_an_element_wise_operator_at_its_own_rate(tmp_path):
+    rows = [_ew("gelu", 32768, 0.5), _ew("gelu", 262144, 1.0), _ew("_softmax", 32768, 0.25)]
+    a = platform_rates(results.load(rates_file(tmp_path / "a.json", gemm_tflops=0.001, per_op_us=10, extra=rows)))
+    work = Work("x", [
+        # 3 GELUs of 40,000 elements (nearest row: 32768, 0.5 Gelem/s): 80 µs each; their 320 kB at 10 GB/s is 32 µs
+        Item("aten.gelu.default", "memory", "fp32", "forward", 0.0, 3.2e5, None, 3, elements=40_000),
+        # a GELU whose bytes take longer than its arithmetic: 1e7 bytes at the 1e9-byte row's 1 GB/s is 10 ms
+        Item("aten.gelu.default", "memory", "fp32", "forward", 0.0, 1e7, None, 1, elements=300_000),
+        # _safe_softmax is priced as the measured _softmax: 10,000 elements at 0.25 Gelem/s = 40 µs
+        Item("aten._safe_softmax.default", "memory", "fp32", "forward", 0.0, 8e4, None, 1, elements=10_000),
+        # no row of its own: its bytes at the bandwidth, 100 kB at 10 GB/s
+        Item("aten.add.Tensor", "memory", "fp32", "forward", 0.0, 1e5, None, 2, elements=12_500),
+        # a gelu of a dtype without rows: bytes alone
+        Item("aten.gelu.default", "memory", "bf16", "forward", 0.0, 1e5, None, 1, elements=25_000)])
+    p, missing = predict([(work, a), (work, a)])
+    assert not missing
+    classes = {c.cls: c for c in p.source.classes}
+    assert classes["elementwise"].seconds == pytest.approx(3 * 80e-6 + 10e-3 + 40e-6)
+    assert classes["elementwise"].calls == 5 and classes["elementwise"].flops == 0
+    assert classes["memory"].seconds == pytest.approx(2 * 10e-6 + 10e-6) and classes["memory"].calls == 3
+    # and 8 calls at the forward-only (launch infer) per-operator time, 5 µs
+    assert p.source.step_s == pytest.approx(3 * 80e-6 + 10e-3 + 40e-6 + 30e-6 + 8 * 5e-6)
+    assert "elementwise gelu fp32 32768 elements" in classes["elementwise"].rates
+
+
+def test_a_1x1_convolution_at_the_1x1_rows(tmp_path):
+    def conv(kernel: int, c_in: int, tflops: float):
+        return _m("conv", {"dtype": "fp32", "batch": 2, "c_in": c_in, "c_out": 64, "hw": 8, "kernel": kernel,
+                           "pass": "forward"}, tflops, "TFLOP/s")
+
+    # the same im2col GEMM (128 × 64 × 288), one a 3×3 of 32 channels and one a 1×1 of 288
+    a = platform_rates(results.load(rates_file(tmp_path / "a.json", gemm_tflops=0.001, per_op_us=10,
+                                               extra=[conv(3, 32, 0.004), conv(1, 288, 0.001)])))
+    one = Item("aten.convolution.default", "conv", "fp32", "forward", 1e6, 1e3, (128, 64, 64), 1, kernel=1)
+    three = Item("aten.convolution.default", "conv", "fp32", "forward", 1e6, 1e3, (128, 64, 64), 1, kernel=9)
+    p, _ = predict([(Work("x", [one, three]), a)] * 2)
+    # 1 MFLOP at the 1×1 row's 1 GFLOP/s and 1 MFLOP at the 3×3 row's 4 GFLOP/s, though the 1×1 row's im2col k
+    # (288) is farther from 64 than the 3×3 row's (288 too): the kernel size chooses first
+    assert {c.cls: c.seconds for c in p.source.classes}["conv"] == pytest.approx(1e-3 + 0.25e-3)
+    # without a 1×1 row, the nearest 3×3 one prices it
+    b = platform_rates(results.load(rates_file(tmp_path / "b.json", gemm_tflops=0.001, per_op_us=10,
+                                               extra=[conv(3, 32, 0.004)])))
+    p, _ = predict([(Work("x", [one]), b)] * 2)
+    assert {c.cls: c.seconds for c in p.source.classes}["conv"] == pytest.approx(0.25e-3)
+
+
+def test_the_trace_records_elements_and_kernel_sizes():
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    rec = WorkRecorder()
+    with FakeTensorMode():
+        x = torch.randn(2, 8, 5, 5)
+        w1, w3 = torch.randn(4, 8, 1, 1), torch.randn(4, 8, 3, 3)
+        with rec:
+            torch.nn.functional.gelu(x)
+            torch.nn.functional.conv2d(x, w1)
+            torch.nn.functional.conv2d(x, w3, padding=1)
+    items = rec.work("x").items
+    gelu = next(i for i in items if i.op == "aten.gelu.default")
+    assert (gelu.packet, gelu.elements, gelu.bytes) == ("gelu", 400, 2 * 400 * 4)
+    assert sorted(i.kernel for i in items if i.cls == "conv") == [1, 9]
+
+
+def test_elementwise_tiny_runs_every_operator_ok():
+    w = get("elementwise")
+    ctx = Context(device=resolve("cpu"), preset="tiny", budget_s=5, min_time_s=0.005, repeats=3,
+                  options={"dtype": "fp32"})
+    res = [w.run(v, ctx) for v in w.variants("tiny", ctx)]
+    assert [m.variant["op"] for m in res] == list(ew.OPS)
+    assert all(m.ok and m.value > 0 and m.unit == "Gelem/s" for m in res), [(m.status, m.reason) for m in res]
+
+
+@pytest.mark.parametrize("op", ew.OPS)
+def test_elementwise_checks_catch_a_wrong_result(op):
+    fn, check = ew.make_op(op, 4096, torch.float32, "cpu")
+    out = fn()
+    assert check(out, ew.TOLERANCE["fp32"]) == ""
+    wrong = torch.ones_like(out) if op == "bernoulli_" else out * (1 + 1e-3)
+    assert check(wrong, ew.TOLERANCE["fp32"]) != ""
