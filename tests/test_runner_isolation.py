@@ -78,7 +78,10 @@ def test_ctrl_c_writes_a_partial_file_and_a_resume_hint(tmp_path):
     journal = tmp_path / "int.json.journal.jsonl"
     cmd = [sys.executable, "-m", "gapbench", "run", "--device", "cpu", "--workload-file",
            str(FIXTURES / "faulty_workloads.py"), "--workload", "faulty:slow", "--output", str(out), "--no-history"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # the second variant sleeps a minute: the run is surely still going when the interrupt comes, however busy
+    # the machine
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "FAULTY_HOLD": "1"})
     deadline = time.time() + 120
     while time.time() < deadline:
         if journal.exists() and '"event": "measurement"' in journal.read_text():
