@@ -118,7 +118,7 @@ def test_nearest_shape_among_fixed_rows_and_sweep_probes(tmp_path):
     p = pr.gemm_rate("bf16", (200, 300, 250))
     assert (p.m, p.rate.value, p.rate.source) == (256, 0.003e12, "gemm bf16 256x256x256 (sweep probe)")
     p = pr.gemm_rate("bf16", (600, 500, 480))
-    assert p.rate.value == 0.005e12 and "finalist" in p.rate.source     # the full timing, not the brief probe
+    assert p.rate.value == 0.005e12 and "finalist" in p.rate.source     # the full timing, not the short probe
     assert pr.gemm_rate("fp16", (64, 64, 64)) is None
     assert pr.bandwidth_at(1e5).rate.value == 10e9 and pr.bandwidth_at(1e9).rate.value == 1e9
 

@@ -24,7 +24,7 @@ _SQUARE = (1024, 2048, 4096, 8192)
 # shapes from transformer training: (tokens, out, in) of QKV/MLP projections at hidden 4096/8192
 _LLM = ((16384, 4096, 4096), (16384, 11008, 4096), (16384, 4096, 11008), (8192, 8192, 8192),
         (16384, 28672, 8192), (16384, 8192, 28672))
-SWEEP_PROBE_SHARE = 0.5  # of a sweep variant's budget: the brief timing of every shape
+SWEEP_PROBE_SHARE = 0.5  # of a sweep variant's budget: the short timing of every shape
 SWEEP_FINAL_SHARE = 0.45  # the full timings of the best few shapes (the rest is set-up)
 SWEEP_FINALISTS = 3  # shapes re-measured with full repeats: the probe's best three
 _SWEEP_CPU = tuple((s, s, s) for s in (256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096)) + (
