@@ -100,3 +100,43 @@ def test_elementwise_checks_catch_a_wrong_result(op):
     assert check(out, ew.TOLERANCE["fp32"]) == ""
     wrong = torch.ones_like(out) if op == "bernoulli_" else out * (1 + 1e-3)
     assert check(wrong, ew.TOLERANCE["fp32"]) != ""
+
+
+def test_a_memory_bound_call_moves_at_its_own_dtypes_bandwidth(tmp_path):
+    # bf16 rows at a third of fp32's rate (a CPU converts each element); no fp16 rows
+    bf16 = [_m("membw", {"kernel": "add", "dtype": "bf16", "elements": 1000}, 10 / 3, "GB/s", bytes=6000.0),
+            _m("gemm", {"dtype": "bf16", "m": 64, "n": 64, "k": 64}, 0.001, "TFLOP/s")]
+    a = platform_rates(results.load(rates_file(tmp_path / "a.json", gemm_tflops=0.001, per_op_us=10, extra=bf16)))
+    work = Work("x", [
+        Item("aten.add.Tensor", "memory", "fp32", "forward", 0.0, 1e4, None, 1, elements=800),  # 10 GB/s: 1 µs
+        Item("aten.add.Tensor", "memory", "bf16", "forward", 0.0, 1e4, None, 1, elements=1600),  # 10/3 GB/s: 3 µs
+        Item("aten.add.Tensor", "memory", "fp16", "forward", 0.0, 1e4, None, 1, elements=1600),  # fp32's: 1 µs
+        # a bf16 GEMM's bytes are a bound on data movement alone: fp32's rows (1e4 B at 10 GB/s, 1 µs, more
+        # than its 100 FLOPs at 1 GFLOP/s), not bf16's 3 µs
+        Item("aten.mm.default", "gemm", "bf16", "forward", 1e2, 1e4, (64, 64, 64), 1)])
+    assert a.bandwidth_at(1e4, "bf16").rate.value == pytest.approx(1e10 / 3)
+    assert a.bandwidth_at(1e4, "fp16").rate.value == a.bandwidth_at(1e4).rate.value == pytest.approx(1e10)
+    p, missing = predict([(work, a)] * 2)
+    assert not missing
+    classes = {c.cls: c.seconds for c in p.source.classes}
+    assert classes["memory"] == pytest.approx(1e-6 + 3e-6 + 1e-6)
+    assert classes["gemm"] == pytest.approx(1e-6)
+    assert p.source.step_s == pytest.approx(5e-6 + 1e-6 + 4 * 5e-6)  # and 4 calls at the infer per-operator 5 µs
+
+
+def test_membw_measures_each_dtype_a_preset_or_the_user_asks_for():
+    w = get("membw")
+    cpu = resolve("cpu")
+
+    def dtypes(preset, **options):
+        vs = w.variants(preset, Context(device=cpu, preset=preset, options=options))
+        return [(v.params["dtype"], v.params["kernel"]) for v in vs]
+
+    assert {d for d, _ in dtypes("tiny")} == {"fp32"}
+    assert {d for d, _ in dtypes("tiny", dtype=["bf16", "fp32", "int8"])} == {"bf16", "fp32"}
+    both = dtypes("tiny-dtypes")
+    assert [d for d in ("fp32", "bf16", "fp16") if any(x == d for x, _ in both)] == ["fp32", "bf16", "fp16"]
+    assert ("fp16", "dot") not in both and ("bf16", "dot") in both  # a half-precision sum would overflow
+    ctx = Context(device=cpu, preset="tiny-dtypes", budget_s=2, min_time_s=0.002, repeats=3, options={})
+    res = [w.run(v, ctx) for v in w.variants("tiny-dtypes", ctx) if v.params["dtype"] == "fp16"]
+    assert res and all(m.ok and m.value > 0 for m in res), [(m.status, m.reason) for m in res]

@@ -131,3 +131,29 @@ def test_single_runs_use_the_spread_the_history_measured(tmp_path, monkeypatch):
     assert tight.significant is True and loose.significant is False  # 1% measured spread against the 8% default
     assert (tight.hi - tight.lo) < (loose.hi - loose.lo)
     assert cpu_device()["threads"] == 2  # the history matched on the thread count too
+
+
+def test_runs_of_one_file_are_widened_by_the_drift_between_sessions():
+    # three tight runs a side, 10% apart: within one session that is far outside the noise, but two files are two
+    # sessions, and a CPU's runs move about 8% between sessions (its allowance) — not a verdict to bet on
+    assert compare_runs([1.1, 1.12, 1.08], [1.0, 1.02, 0.98]).significant
+    assert not compare_runs([1.1, 1.12, 1.08], [1.0, 1.02, 0.98], allowance=0.08).significant
+    assert compare_runs([1.1, 1.12, 1.08], [1.0, 1.02, 0.98], allowance=0.08, drift=0.0).significant
+    assert compare_runs([2.2, 2.24, 2.16], [1.0, 1.02, 0.98], allowance=0.08).significant  # 2x stays a verdict
+    # the ratio is that of the medians, the values the files report: one stalled run does not move it
+    assert compare_runs([1.0, 0.5, 1.0], [2.0, 2.0, 2.1]).ratio == pytest.approx(0.5)
+
+
+def test_a_platform_of_several_files_carries_the_drift_in_its_own_spread(tmp_path):
+    from compare_fixtures import gemm, result_set
+
+    from gapbench.compare import compare
+
+    one_a = result_set([gemm(1.0, runs=[1.0, 1.02, 0.98])], label="a")
+    one_b = result_set([gemm(1.1, runs=[1.1, 1.12, 1.08])], label="b")
+    g = compare([one_a, one_b], history=False).rows[0].gaps[1]
+    assert g.runs == (3, 3) and g.significant is False  # one file a side: the CPU's drift is added
+    files_a = [result_set([gemm(v)], label="a") for v in (1.0, 1.02, 0.98)]
+    files_b = [result_set([gemm(v)], label="b") for v in (1.1, 1.12, 1.08)]
+    g = compare([files_a, files_b], history=False).rows[0].gaps[1]
+    assert g.runs == (3, 3) and g.significant is True  # three sessions a side: their spread is the drift

@@ -145,31 +145,44 @@ class RunGap:
 
 
 def compare_runs(values: list[float], baseline: list[float], allowance: float | None = None,
-                 level: float = 0.95) -> RunGap | None:
-    """The ratio of two sides' geometric means with a `level` interval.
+                 level: float = 0.95, drift: float | None = None) -> RunGap | None:
+    """The ratio of two sides' median runs with a `level` interval.
 
     With two or more positive runs on both sides: Welch's t interval on the difference of the log values
-    (run-to-run noise is multiplicative). With one run on a side: the other side's run spread (pooled, its
-    degrees of freedom) when it has runs, else `allowance` — the standard deviation of log values between runs
-    of this kind of device — as a known spread (normal interval). None when no interval can be given.
+    (run-to-run noise is multiplicative), widened by the drift between sessions, 2·allowance², when an allowance
+    is given: the runs of one file are passes minutes apart and cannot see how the machine moves between two
+    sessions (memory placement, neighbours on a shared host, clocks), which no number of runs in one file
+    averages away; the allowance — the standard deviation of log values between independent runs of this kind
+    of device — stands for it as a known variance (infinite degrees of freedom in Welch–Satterthwaite); `drift`,
+    a variance of log values, replaces 2·allowance² where the caller knows better (a side whose runs come from
+    several files has the drift between sessions in its own spread already: 0 for it). With
+    one run on a side: the other side's run spread (its degrees of freedom) when it has runs, widened the same
+    way, else the allowance alone as a known spread (normal interval). The ratio is that of the medians of the
+    runs (the values a results file reports), so one stalled run does not move it. None when no interval can be
+    given.
     """
     a = [math.log(v) for v in values if v > 0]
     b = [math.log(v) for v in baseline if v > 0]
     if not a or not b:
         return None
-    d = statistics.fmean(a) - statistics.fmean(b)
+    d = statistics.median(a) - statistics.median(b)
     na, nb = len(a), len(b)
+    if drift is None:
+        drift = 2.0 * allowance ** 2 if allowance is not None else 0.0
     if na >= 2 and nb >= 2:
         va, vb = statistics.variance(a), statistics.variance(b)
-        se = math.sqrt(va / na + vb / nb)
-        df = _welch_df(va, na, vb, nb)
-        q = t_quantile(0.5 + level / 2, df) if df > 0 else float("inf")
+        within = va / na + vb / nb
+        den = (va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1)
+        se = math.sqrt(within + drift)
+        df = (within + drift) ** 2 / den if den > 0 else float("inf")
+        q = t_quantile(0.5 + level / 2, df)
         basis = "runs"
     elif max(na, nb) >= 2:
         many = a if na >= 2 else b
-        s = statistics.stdev(many)
-        se = s * math.sqrt(1 / na + 1 / nb)
-        q = t_quantile(0.5 + level / 2, len(many) - 1)
+        s2 = statistics.variance(many) * (1 / na + 1 / nb)
+        se = math.sqrt(s2 + drift)
+        df = (s2 + drift) ** 2 / (s2 ** 2 / (len(many) - 1)) if s2 > 0 else float("inf")
+        q = t_quantile(0.5 + level / 2, df)
         basis = "runs"
     elif allowance is not None:
         se = allowance * math.sqrt(2.0)
@@ -180,12 +193,6 @@ def compare_runs(values: list[float], baseline: list[float], allowance: float | 
     if se == 0:
         return RunGap(math.exp(d), math.exp(d), math.exp(d), level, basis, (na, nb))
     return RunGap(math.exp(d), math.exp(d - q * se), math.exp(d + q * se), level, basis, (na, nb))
-
-
-def _welch_df(va: float, na: int, vb: float, nb: int) -> float:
-    num = (va / na + vb / nb) ** 2
-    den = (va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1)
-    return num / den if den > 0 else float(na + nb - 2)
 
 
 def normal_quantile(p: float) -> float:

@@ -6,7 +6,8 @@
               1×1)
   attention   FLOP/s of scaled-dot-product attention per dtype and pass (forward, backward) at each measured
               (batch × heads, sequence, head dimension)
-  bandwidth   bytes/s of the BabelStream kernels (membw), per array size: the median over the kernels
+  bandwidth   bytes/s of the BabelStream kernels (membw), per dtype and array size: the median over the kernels (a
+              dtype without rows of its own reads fp32's)
   elementwise elements/s of the compute-heavy element-wise and normalisation operators (elementwise: gelu,
               bernoulli_, softmax, norms, …) per operator, dtype and size
   per-op      seconds per operator (launch): `op` a bare operator, `train` per operator of an eager training
@@ -80,7 +81,8 @@ class PlatformRates:
     gemm: dict[str, list[GemmPoint]] = field(default_factory=dict)  # dtype -> points
     conv: dict[tuple[str, str], list[GemmPoint]] = field(default_factory=dict)  # (dtype, pass) -> im2col points
     attention: dict[tuple[str, str], list[AttentionPoint]] = field(default_factory=dict)  # (dtype, pass) -> points
-    bandwidth: list[SizePoint] = field(default_factory=list)
+    bandwidth: list[SizePoint] = field(default_factory=list)  # fp32's (any dtype's where fp32 has none)
+    bandwidth_dtype: dict[str, list[SizePoint]] = field(default_factory=dict)  # dtype -> its own rows
     elementwise: dict[tuple[str, str], list[SizePoint]] = field(default_factory=dict)  # (op, dtype) -> elements/s
     per_op: dict[str, Rate] = field(default_factory=dict)  # launch kind -> seconds per operator
     collectives: dict[str, list[SizePoint]] = field(default_factory=dict)  # op -> bytes/s by message size
@@ -122,12 +124,14 @@ class PlatformRates:
         return min(points, key=lambda p: (abs(math.log(p.seq / seq)) + abs(math.log(p.head_dim / d))
                                           + 0.5 * abs(math.log(p.batch_heads / bh)), -p.rate.value))
 
-    def bandwidth_at(self, nbytes: float) -> SizePoint | None:
-        """The memory-bandwidth row nearest in bytes moved per call."""
-        if not self.bandwidth:
+    def bandwidth_at(self, nbytes: float, dtype: str | None = None) -> SizePoint | None:
+        """The memory-bandwidth row nearest in bytes moved per call, of this dtype where it has rows (bf16 on a
+        CPU moves at a third of fp32's rate in cache: each element is converted to be added), else fp32's."""
+        points = self.bandwidth_dtype.get(dtype or "") or self.bandwidth
+        if not points:
             return None
         b = max(nbytes, 1.0)
-        return min(self.bandwidth, key=lambda p: abs(math.log(p.size / b)))
+        return min(points, key=lambda p: abs(math.log(p.size / b)))
 
     def collective_at(self, op: str, nbytes: float) -> SizePoint | None:
         name = collective_name(op)
@@ -262,8 +266,10 @@ def platform_rates(rs: ResultSet) -> PlatformRates:
             pr.per_op[m.variant["kind"]] = _rate(m, m.value * 1e-6, f"launch {m.variant['kind']}")
         elif is_end_to_end(m):
             pr.models.append(m)
-    pr.bandwidth = _bandwidth_points([m for m in ok if m.workload == "membw"
-                                      and m.variant.get("kernel") in MEMBW_KERNELS])
+    membw = [m for m in ok if m.workload == "membw" and m.variant.get("kernel") in MEMBW_KERNELS]
+    for dtype in sorted({str(m.variant.get("dtype")) for m in membw}):
+        pr.bandwidth_dtype[dtype] = _bandwidth_points([m for m in membw if str(m.variant.get("dtype")) == dtype])
+    pr.bandwidth = pr.bandwidth_dtype.get("fp32") or _bandwidth_points(membw)
     pr.collectives = _collective_points([m for m in ok if m.workload == "collective"])
     pr.spread, pr.spread_basis = _spread(rs)
     return pr

@@ -8,7 +8,7 @@ Each traced operator call costs, on a platform (its rates from its results file,
     attention         max(FLOPs / attention rate of its dtype and pass at the nearest measured shape, bytes / bw)
     elementwise       max(elements / the operator's own measured rate of its dtype at the nearest size, bytes / bw):
                       a memory-class operator the elementwise rows measured (gelu, bernoulli_, softmax, norms, …)
-    memory            bytes / bandwidth at the nearest measured size
+    memory            bytes / bandwidth of its dtype (fp32's where that dtype has no membw rows) at the nearest size
     collective        message bytes / the collective's algorithm bandwidth at the nearest message size
     view              nothing but its per-operator cost
 
@@ -149,7 +149,9 @@ def plan_side(work: Work, pr: PlatformRates, table: _Table, platform: int, key: 
             cls, units, ci = "elementwise", float(it.elements), table.add(key, ew.rate)
             used.setdefault(cls, []).extend([ew.rate.source] * it.count)
         if (it.cls in COMPUTE or it.cls == "memory") and it.bytes > 0:
-            bw = pr.bandwidth_at(it.bytes)
+            # a memory-bound operator moves its bytes at its dtype's rate (narrow types are converted on some
+            # stacks); a compute-bound one's bytes are a bound on data movement alone
+            bw = pr.bandwidth_at(it.bytes, it.dtype if cls == "memory" else None)
             if bw is None:
                 missing.append("no memory bandwidth rows (membw)")
                 continue

@@ -199,7 +199,8 @@ def _cell(m: Measurement | None, platform: Platform) -> Cell:
     return Cell(m, "ok", "", pct, kind, power, per_watt, per_dollar)
 
 
-def _gap(cell: Cell, base: Cell, higher_is_better: bool, spread: float | None, allow_flagged: bool) -> Gap:
+def _gap(cell: Cell, base: Cell, higher_is_better: bool, spread: tuple[float | None, float | None],
+         allow_flagged: bool) -> Gap:
     if cell.status != "ok":
         return Gap(None, None, cell.status)
     if base.status != "ok":
@@ -208,7 +209,7 @@ def _gap(cell: Cell, base: Cell, higher_is_better: bool, spread: float | None, a
         return Gap(None, None, "unit differs")
     if gap_pct(cell.value, base.value, higher_is_better) is None:
         return Gap(None, None, "n/a (zero)")
-    return judge(cell.measurement, base.measurement, higher_is_better, spread, allow_flagged)
+    return judge(cell.measurement, base.measurement, higher_is_better, spread[0], allow_flagged, spread[1])
 
 
 def _spread(platform: Platform, m: Measurement, history: bool) -> float | None:
@@ -273,13 +274,16 @@ def _line_up(all_sets: list[ResultSet]) -> tuple[list[tuple[str, str]], list[dic
     return list(order), by_set
 
 
-def _pair_spread(platforms, i: int, base_i: int, ms: list, history: bool) -> float | None:
+def _pair_spread(platforms, i: int, base_i: int, ms: list, history: bool) -> tuple[float | None, float | None]:
+    """(the run-to-run spread of a single run, pooled over the two sides; the variance between sessions to add
+    to the runs' own spread: each side's spread squared, for a side whose runs all come from one file)."""
     if ms[i] is None or ms[base_i] is None:
-        return None
+        return None, None
     a, b = _spread(platforms[i], ms[i], history), _spread(platforms[base_i], ms[base_i], history)
     if a is None or b is None:
-        return None
-    return math.sqrt((a * a + b * b) / 2)
+        return None, None
+    drift = sum(s * s for s, p in ((a, platforms[i]), (b, platforms[base_i])) if len(p.result_set.run_ids) < 2)
+    return math.sqrt((a * a + b * b) / 2), drift
 
 
 def _rows(platforms: list[Platform], base_i: int, order, by_set, history: bool = True,

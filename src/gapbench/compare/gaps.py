@@ -7,9 +7,10 @@ units (latency, time) gap = baseline/value - 1, i.e. the gap in speed (a 5 ms la
 
 The verdict comes from independent runs, because a measurement's own confidence interval (over its repeats
 inside one run) does not cover what changes between runs. With two or more runs on each side the interval
-of the gap is Welch's t interval on the log values of the runs (95%); with a single run on a side it uses the
-run-to-run spread of that kind of device (RUN_TO_RUN_SPREAD, or what the history database measured for this
-row on this stack); a gap is significant when its interval excludes 0. A side measured on a disturbed host
+of the gap is Welch's t interval on the log values of the runs (95%), widened by the drift between two
+sessions that the runs of one file cannot see; with a single run on a side it uses the run-to-run spread of
+that kind of device alone. The spread is RUN_TO_RUN_SPREAD, or what the history database measured for this row
+on this stack (stats.compare_runs). A gap is significant when its interval excludes 0. A side measured on a disturbed host
 (the host watch flagged it) gets no verdict unless the user allows it.
 """
 
@@ -70,11 +71,12 @@ def intervals_overlap(a: Stats | None, b: Stats | None) -> bool | None:
 
 
 def judge(value: Measurement, base: Measurement, higher_is_better: bool, spread: float | None,
-          allow_flagged: bool = False) -> Gap:
+          allow_flagged: bool = False, drift: float | None = None) -> Gap:
     """The gap of `value` against `base` from their runs (see the module docstring). spread: the run-to-run
-    standard deviation of log values to assume for a single run (None: no verdict for single runs)."""
+    standard deviation of log values to assume for a single run (None: no verdict for single runs); drift: the
+    variance between sessions to add to the runs' own (None: 2·spread², both sides one session each)."""
     a, b = value.run_values, base.run_values
-    rg = compare_runs(a, b, allowance=spread)
+    rg = compare_runs(a, b, allowance=spread, drift=drift)
     if rg is None:
         pct = gap_pct(value.value, base.value, higher_is_better)
         return Gap(pct, None, "" if pct is not None else "n/a (zero)", runs=(len(a), len(b)))

@@ -20,7 +20,9 @@ START = (0.1, 0.2, 0.0)  # BabelStream's initial values of a, b, c
 
 _MIN_ELEMENTS = {"tiny": 1 << 20, "quick": 1 << 24, "standard": 1 << 26}
 _MIN_ELEMENTS_ACCEL = {"tiny": 1 << 20, "quick": 1 << 26, "standard": 1 << 28}
-_DTYPES = {"fp32": torch.float32, "fp64": torch.float64, "bf16": torch.bfloat16}
+_DTYPES = {"fp32": torch.float32, "fp64": torch.float64, "bf16": torch.bfloat16, "fp16": torch.float16}
+DTYPE_PRESETS = {"tiny-dtypes": "tiny", "quick-dtypes": "quick"}  # the same arrays in each of PRESET_DTYPES
+PRESET_DTYPES = ("fp32", "bf16", "fp16")
 
 
 class MemBandwidth(Workload):
@@ -33,31 +35,41 @@ class MemBandwidth(Workload):
         "tiny": "4 MiB arrays (tests; fits in cache, so not a bandwidth figure)",
         "quick": "arrays of max(4×LLC, 64 MiB) (CPU) / max(4×LLC, 256 MiB) (accelerator)",
         "standard": "arrays of max(4×LLC, 256 MiB) (CPU) / max(4×LLC, 1 GiB) (accelerator), plus H2D/D2H",
+        "tiny-dtypes": "the tiny arrays in fp32, bf16 and fp16 (narrow types are not always moved at fp32's rate: a "
+                       "CPU converts each element to add or scale it)",
+        "quick-dtypes": "the quick arrays in fp32, bf16 and fp16",
     }
     default_preset = "standard"
 
     def variants(self, preset: str, ctx: Context) -> list[Variant]:
-        if preset not in _MIN_ELEMENTS:
+        base = DTYPE_PRESETS.get(preset, preset)
+        if base not in _MIN_ELEMENTS:
             raise ValueError(f"unknown preset {preset!r}")
-        dtype = ctx.options.get("dtype") or "fp32"
-        if isinstance(dtype, (list, tuple)):
-            dtype = dtype[0]
-        if dtype not in _DTYPES:
-            dtype = "fp32"
-        n = array_elements(preset, ctx, _DTYPES[dtype].itemsize)
-        size = _DTYPES[dtype].itemsize
-        out = [Variant({"kernel": k, "dtype": dtype, "elements": n}, flops=_flops(k, n), bytes=float(a * n * size))
-               for k, a in KERNELS.items()]
-        if ctx.device.is_accelerator:
-            nbytes = n * size
-            for direction in ("h2d", "d2h"):
-                for memory in ("pinned", "pageable"):
-                    out.append(Variant({"kernel": direction, "memory": memory, "dtype": dtype, "elements": n},
-                                       bytes=float(nbytes)))
+        asked = ctx.options.get("dtype")
+        asked = [asked] if isinstance(asked, str) else list(asked or [])
+        if preset in DTYPE_PRESETS:  # every dtype of the preset (those asked for, when --dtype is given)
+            dtypes = [d for d in PRESET_DTYPES if not asked or d in asked] or ["fp32"]
+        else:  # each dtype asked for that the kernels have; fp32 when none is
+            dtypes = list(dict.fromkeys(d for d in asked if d in _DTYPES)) or ["fp32"]
+        out = []
+        for dtype in dtypes:
+            size = _DTYPES[dtype].itemsize
+            n = array_elements(base, ctx, size)
+            out += [Variant({"kernel": k, "dtype": dtype, "elements": n}, flops=_flops(k, n),
+                            bytes=float(a * n * size)) for k, a in KERNELS.items()
+                    if not (k == "dot" and dtype == "fp16")]  # a half-precision sum of these arrays overflows
+            if ctx.device.is_accelerator and dtype == dtypes[0]:  # host<->device copies: once
+                for direction in ("h2d", "d2h"):
+                    for memory in ("pinned", "pageable"):
+                        out.append(Variant({"kernel": direction, "memory": memory, "dtype": dtype, "elements": n},
+                                           bytes=float(n * size)))
         return out
 
     def run(self, variant: Variant, ctx: Context) -> Measurement:
         p = variant.params
+        why = ctx.device.dtype_unsupported(p["dtype"])
+        if why:
+            return self.failed(variant, ctx, "unsupported", why)
         dtype = _DTYPES[p["dtype"]]
         n = p["elements"]
         dev = ctx.device.torch_device
