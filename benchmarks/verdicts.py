@@ -2,11 +2,13 @@
 every gap called significant between them is a false alarm. And a real difference (1 thread against 2 on
 fp32 GEMM, about 2x) must still be called significant in every pairing.
 
-    python benchmarks/verdicts.py --out results/cpu-epyc-2core-verdicts.md        (about 25 minutes on 2 cores)
+    python benchmarks/verdicts.py --out results/cpu-epyc-2core-verdicts.md        (about 12 minutes on 2 cores)
 
 Runs `gapbench run --device cpu --suite quick --threads 1 --runs 3` N times (and the same with --threads 2 N
 times), then compares every pair of the 1-thread runs and every (1-thread, 2-thread) pair three ways:
-  - runs: the files as they are, 3 runs a side: Welch's t interval on the log values of the runs;
+  - runs: the files as they are, 3 runs a side: Welch's t interval on the log values of the runs, widened by
+    the drift between sessions (compare's default for one file a side);
+  - runs without the drift: the same, Welch's interval on the runs alone (what the runs of one file can see);
   - single run, run-to-run spread: only the first run of each file, judged with the device class's spread;
   - single run, within-run CIs (what gapbench did before runs): only the first run, 'significant' when the two
     95% CIs of the repeats do not overlap.
@@ -30,7 +32,7 @@ from pathlib import Path
 from gapbench.compare import compare
 from gapbench.compare.gaps import RUN_TO_RUN_SPREAD
 from gapbench.results import ResultSet, load
-from gapbench.stats import Stats
+from gapbench.stats import Stats, compare_runs
 
 
 def run(out: Path, threads: int, runs: int, budget: float) -> None:
@@ -75,6 +77,9 @@ def tally(pairs, mode: str, rows_filter=None) -> dict:
             elif g.flagged:
                 flagged += 1
                 continue
+            elif mode == "runs, no drift":  # Welch's interval on the runs alone, as if one file were every session
+                rg = compare_runs(r.cells[1].measurement.run_values, r.cells[0].measurement.run_values, drift=0.0)
+                verdict = rg.significant if rg is not None else None
             else:
                 verdict = g.significant
             if verdict is None:
@@ -118,6 +123,7 @@ def main(argv=None) -> int:
     gemm_fp32 = lambda r: r.workload == "gemm" and r.variant.get("dtype") == "fp32"  # noqa: E731
     results = {
         f"same machine, runs ({args.runs} a side)": tally(same, "runs"),
+        f"same machine, runs ({args.runs} a side), without the drift between sessions": tally(same, "runs, no drift"),
         "same machine, single run, run-to-run spread": tally([(first_run(a), first_run(b)) for a, b in same],
                                                               "single"),
         "same machine, single run, within-run CIs": tally([(first_run(a), first_run(b)) for a, b in same],
