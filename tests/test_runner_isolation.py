@@ -15,7 +15,7 @@ def test_segfault_hang_raise_and_unbounded_allocation_are_recorded_and_the_suite
     out = tmp_path / "faulty.json"
     log = tmp_path / "calls.log"
     r = gapbench("run", "--device", "cpu", "--workload-file", FIXTURES / "faulty_workloads.py",
-                 "--workload", "faulty:tiny", "--workload", "membw:tiny", "--timeout", "6", "--memory-limit", "3",
+                 "--workload", "faulty:tiny", "--workload", "membw:tiny", "--timeout", "10", "--memory-limit", "3",
                  "--variant-budget", "2", "--output", out, "--no-history", env={"FAULTY_LOG": str(log)}, timeout=240)
     assert r.returncode == 0, r.stderr
     rs = load(out)

@@ -146,7 +146,6 @@ def test_runs_of_one_file_are_widened_by_the_drift_between_sessions():
 
 def test_a_platform_of_several_files_carries_the_drift_in_its_own_spread(tmp_path):
     from compare_fixtures import gemm, result_set
-
     from gapbench.compare import compare
 
     one_a = result_set([gemm(1.0, runs=[1.0, 1.02, 0.98])], label="a")

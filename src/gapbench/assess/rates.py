@@ -242,28 +242,9 @@ def platform_rates(rs: ResultSet) -> PlatformRates:
     ok = [m for m in rs.measurements if m.ok and m.value is not None and m.value > 0]
     pr = PlatformRates(rs.name, rs.path, str(rs.device.get("type") or ""), "+".join(rs.run_ids))
     for m in ok:
-        if m.workload == "gemm" and ("m" in m.variant or m.variant.get("sweep")):
-            pr.gemm.setdefault(str(m.variant.get("dtype")), []).extend(_gemm_points(m))
-        elif m.workload == "conv" and m.variant.get("pass") in ("forward", "backward"):
-            v = m.variant
-            ks = int(v.get("kernel", 3))
-            mm, nn, kk = v["batch"] * v["hw"] * v["hw"], v["c_out"], v["c_in"] * ks ** 2
-            pr.conv.setdefault((str(v.get("dtype")), v["pass"]), []).append(GemmPoint(int(mm), int(nn), int(kk), _rate(
-                m, m.value * 1e12, f"conv {v.get('dtype')} {v['pass']} {ks}×{ks} {v['c_in']}→{v['c_out']} ch "
-                                   f"{v['hw']}² ×{v['batch']}"), ks * ks))
-        elif m.workload == "elementwise" and "op" in m.variant:
-            v = m.variant
-            pr.elementwise.setdefault((str(v["op"]), str(v.get("dtype"))), []).append(SizePoint(
-                float(v["elements"]), _rate(m, m.value * 1e9, f"elementwise {v['op']} {v.get('dtype')} "
-                                                              f"{v['elements']} elements")))
-        elif m.workload == "attention" and m.variant.get("pass") in ("forward", "backward"):
-            v = m.variant
-            pr.attention.setdefault((str(v.get("dtype")), v["pass"]), []).append(AttentionPoint(
-                int(v["batch_heads"]), int(v["seq"]), int(v["head_dim"]), _rate(
-                    m, m.value * 1e12, f"attention {v.get('dtype')} {v['pass']} {v['batch_heads']}×{v['seq']}×"
-                                       f"{v['head_dim']}")))
-        elif m.workload == "launch" and m.variant.get("kind") in LAUNCH_KINDS:
-            pr.per_op[m.variant["kind"]] = _rate(m, m.value * 1e-6, f"launch {m.variant['kind']}")
+        add = _ROWS.get(m.workload)
+        if add is not None:
+            add(pr, m)
         elif is_end_to_end(m):
             pr.models.append(m)
     membw = [m for m in ok if m.workload == "membw" and m.variant.get("kernel") in MEMBW_KERNELS]
@@ -273,3 +254,48 @@ def platform_rates(rs: ResultSet) -> PlatformRates:
     pr.collectives = _collective_points([m for m in ok if m.workload == "collective"])
     pr.spread, pr.spread_basis = _spread(rs)
     return pr
+
+
+def _add_gemm(pr: PlatformRates, m: Measurement) -> None:
+    if "m" in m.variant or m.variant.get("sweep"):
+        pr.gemm.setdefault(str(m.variant.get("dtype")), []).extend(_gemm_points(m))
+
+
+def _add_elementwise(pr: PlatformRates, m: Measurement) -> None:
+    v = m.variant
+    if "op" in v:
+        pr.elementwise.setdefault((str(v["op"]), str(v.get("dtype"))), []).append(SizePoint(
+            float(v["elements"]), _rate(m, m.value * 1e9, f"elementwise {v['op']} {v.get('dtype')} "
+                                                          f"{v['elements']} elements")))
+
+
+def _add_launch(pr: PlatformRates, m: Measurement) -> None:
+    if m.variant.get("kind") in LAUNCH_KINDS:
+        pr.per_op[m.variant["kind"]] = _rate(m, m.value * 1e-6, f"launch {m.variant['kind']}")
+
+
+def _add_conv(pr: PlatformRates, m: Measurement) -> None:
+    """A convolution row as the im2col GEMM (output pixels × batch, output channels, input channels × K²)."""
+    v = m.variant
+    if v.get("pass") not in ("forward", "backward"):
+        return
+    ks = int(v.get("kernel", 3))
+    mm, nn, kk = v["batch"] * v["hw"] * v["hw"], v["c_out"], v["c_in"] * ks ** 2
+    pr.conv.setdefault((str(v.get("dtype")), v["pass"]), []).append(GemmPoint(int(mm), int(nn), int(kk), _rate(
+        m, m.value * 1e12, f"conv {v.get('dtype')} {v['pass']} {ks}×{ks} {v['c_in']}→{v['c_out']} ch "
+                           f"{v['hw']}² ×{v['batch']}"), ks * ks))
+
+
+def _add_attention(pr: PlatformRates, m: Measurement) -> None:
+    v = m.variant
+    if v.get("pass") not in ("forward", "backward"):
+        return
+    pr.attention.setdefault((str(v.get("dtype")), v["pass"]), []).append(AttentionPoint(
+        int(v["batch_heads"]), int(v["seq"]), int(v["head_dim"]), _rate(
+            m, m.value * 1e12, f"attention {v.get('dtype')} {v['pass']} {v['batch_heads']}×{v['seq']}×"
+                               f"{v['head_dim']}")))
+
+
+# the rows each micro workload contributes (model workloads are end-to-end rows, the measured check)
+_ROWS = {"gemm": _add_gemm, "conv": _add_conv, "elementwise": _add_elementwise, "attention": _add_attention,
+         "launch": _add_launch}
