@@ -8,8 +8,9 @@
 #
 # Parts: env; GEMM (standard shapes and the sweep at bf16, fp8, fp16, tf32); memory bandwidth with host<->device
 # copies; the article's model rows that fit (Llama-2-70B slice training, BERT-large fine-tuning, SDXL when
-# diffusers is installed); an operator coverage audit at bf16 under a budget; a comparison with the built-in
-# published references. Each part's log is PART.log beside its results; summary.txt says how each ended.
+# diffusers is installed); LLM inference (Llama-3-8B shapes, bf16, 1k in / 128 out at batch 1, 8 and 64); the
+# library paths of one GEMM (vendor BLAS, F.linear, TunableOp, Triton, Inductor) at bf16; an operator coverage
+# audit at bf16 under a budget; a comparison with the built-in published references. Each part's log is PART.log beside its results; summary.txt says how each ended.
 set -u
 cd "$(dirname "$0")/.."
 DIR="${1:-${OUT:-device-check-$(date +%Y%m%d-%H%M%S)}}"
@@ -46,23 +47,27 @@ part() {  # part NAME LIMIT_S COMMAND...
 
 part env 30 "${GB[@]}" env --device "$DEVICE" --json
 cp "$DIR/env.log" "$DIR/env.json" 2>/dev/null
-part gemm 170 "${GB[@]}" run --device "$DEVICE" -w gemm:standard --dtype bf16,fp8,fp16,tf32 \
+part gemm 120 "${GB[@]}" run --device "$DEVICE" -w gemm:standard --dtype bf16,fp8,fp16,tf32 \
   --variant-budget 3 --label "$DEVICE" -q -o "$DIR/gemm.json"
 part membw 60 "${GB[@]}" run --device "$DEVICE" -w membw:standard --variant-budget 6 --label "$DEVICE" -q \
   -o "$DIR/membw.json"
 MODELS=(-w llm-train:llama2-70b-slice -w bert-finetune:bert-large-128)
 "$PYTHON" -c "import diffusers" 2>/dev/null && MODELS+=(-w diffusion-infer:sdxl)
-part models 150 "${GB[@]}" run --device "$DEVICE" "${MODELS[@]}" --variant-budget 45 --label "$DEVICE" -q \
+part models 120 "${GB[@]}" run --device "$DEVICE" "${MODELS[@]}" --variant-budget 35 --label "$DEVICE" -q \
   -o "$DIR/models.json"
-part coverage 100 "${GB[@]}" coverage --device "$DEVICE" --dtype bfloat16 --budget 80 --max-samples 2 \
+part llm-infer 80 "${GB[@]}" run --device "$DEVICE" -w llm-infer:llama3-8b --dtype bf16 --input-len 1024 \
+  --output-len 128 --batch-size 1,8,64 --variant-budget 20 --label "$DEVICE" -q -o "$DIR/llm-infer.json"
+part libs 70 "${GB[@]}" run --device "$DEVICE" -w gemm-libs --dtype bf16 --variant-budget 4 --label "$DEVICE" -q \
+  -o "$DIR/libs.json"
+part coverage 60 "${GB[@]}" coverage --device "$DEVICE" --dtype bfloat16 --budget 45 --max-samples 2 \
   --op-timeout 20 --label "$DEVICE" -o "$DIR/coverage-bf16.json"
 RESULTS=()
-for f in gemm membw models; do [ -s "$DIR/$f.json" ] && RESULTS+=("$DIR/$f.json"); done
+for f in gemm membw models llm-infer libs; do [ -s "$DIR/$f.json" ] && RESULTS+=("$DIR/$f.json"); done
 if [ ${#RESULTS[@]} -gt 0 ]; then
-  part compare 30 "${GB[@]}" compare --label "$DEVICE" "${RESULTS[@]}" --ref h100-sxm --ref h200 --ref mi300x \
+  part compare 20 "${GB[@]}" compare --label "$DEVICE" "${RESULTS[@]}" --ref h100-sxm --ref h200 --ref mi300x \
     --format md
   cp "$DIR/compare.log" "$DIR/compare.md" 2>/dev/null
-  part report 30 "${GB[@]}" report --label "$DEVICE" "${RESULTS[@]}" --ref h100-sxm --ref h200 -o "$DIR/report.html"
+  part report 20 "${GB[@]}" report --label "$DEVICE" "${RESULTS[@]}" --ref h100-sxm --ref h200 -o "$DIR/report.html"
 fi
 echo "== done in $(( $(date +%s) - START )) s; results in $DIR"
 cat "$DIR/summary.txt"
