@@ -80,8 +80,11 @@ def test_ctrl_c_writes_a_partial_file_and_a_resume_hint(tmp_path):
            str(FIXTURES / "faulty_workloads.py"), "--workload", "faulty:slow", "--output", str(out), "--no-history"]
     # the second variant sleeps a minute: the run is surely still going when the interrupt comes, however busy
     # the machine
+    # and it takes Ctrl-C as a terminal's foreground job does, even when these tests run in the background
+    # (a shell starts background jobs with SIGINT ignored, and a child inherits that)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env={**os.environ, "FAULTY_HOLD": "1"})
+                            env={**os.environ, "FAULTY_HOLD": "1"},
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 120
     while time.time() < deadline:
         if journal.exists() and '"event": "measurement"' in journal.read_text():
