@@ -49,6 +49,15 @@ class Context:
     agreement: Agreement = LOCAL
     wrap_model: Callable | None = None
 
+    def dtypes(self, known, default=None) -> list[str]:
+        """The dtypes of `known` (in its order) that --dtype asked for (one name or a list), else `default`
+        (all of `known` when None)."""
+        asked = self.options.get("dtype")
+        asked = [asked] if isinstance(asked, str) else list(asked or [])
+        if not asked:
+            return list(known if default is None else default)
+        return [d for d in known if d in asked]
+
     def budget(self, seconds: float | None = None, **changes) -> Budget:
         """The timing budget of this variant (or of `seconds` of it), shaped by the run's options."""
         return Budget(seconds=self.budget_s if seconds is None else seconds, min_time_s=self.min_time_s,
@@ -90,6 +99,11 @@ class Workload:
             unit=self.unit, higher_is_better=self.higher_is_better, status=status,
             reason=_one_line(reason), flops=variant.flops, bytes=variant.bytes, **extra,
         )
+
+    def dtype_unsupported(self, variant: Variant, ctx: Context) -> Measurement | None:
+        """An `unsupported` measurement when the device cannot compute in the variant's dtype, else None."""
+        why = ctx.device.dtype_unsupported(variant.params["dtype"])
+        return self.failed(variant, ctx, "unsupported", why) if why else None
 
     def throughput(self, variant: Variant, ctx: Context, timing: Timing, work_per_iter: float,
                    scale: float = 1.0, **extra) -> Measurement:

@@ -58,10 +58,8 @@ class Conv(Workload):
         if preset not in _SHAPES:
             raise ValueError(f"unknown preset {preset!r}")
         shapes = _SHAPES[preset]["accelerator" if ctx.device.is_accelerator else "cpu"]
-        asked = ctx.options.get("dtype")
-        asked = [asked] if isinstance(asked, str) else list(asked or DTYPES)
         out = []
-        for d in [x for x in DTYPES if x in asked]:
+        for d in ctx.dtypes(DTYPES):
             size = DTYPES[d].itemsize
             for b, ci, co, hw, *ks in shapes:
                 kernel = ks[0] if ks else 3
@@ -77,9 +75,8 @@ class Conv(Workload):
 
     def run(self, variant: Variant, ctx: Context) -> Measurement:
         p = variant.params
-        why = ctx.device.dtype_unsupported(p["dtype"])
-        if why:
-            return self.failed(variant, ctx, "unsupported", why)
+        if (unsupported := self.dtype_unsupported(variant, ctx)) is not None:
+            return unsupported
         dev, dt = ctx.device.torch_device, DTYPES[p["dtype"]]
         g = torch.Generator().manual_seed(0)
         back = p["pass"] == "backward"

@@ -44,10 +44,8 @@ class Elementwise(Workload):
     def variants(self, preset: str, ctx: Context) -> list[Variant]:
         if preset not in SIZES:
             raise ValueError(f"unknown preset {preset!r}")
-        asked = ctx.options.get("dtype")
-        asked = [asked] if isinstance(asked, str) else list(asked or DTYPES)
         out = []
-        for d in [x for x in DTYPES if x in asked]:
+        for d in ctx.dtypes(DTYPES):
             size = DTYPES[d].itemsize
             for op in OPS:
                 for n in SIZES[preset]:
@@ -56,9 +54,8 @@ class Elementwise(Workload):
 
     def run(self, variant: Variant, ctx: Context) -> Measurement:
         p = variant.params
-        why = ctx.device.dtype_unsupported(p["dtype"])
-        if why:
-            return self.failed(variant, ctx, "unsupported", why)
+        if (unsupported := self.dtype_unsupported(variant, ctx)) is not None:
+            return unsupported
         fn, check = make_op(p["op"], p["elements"], DTYPES[p["dtype"]], ctx.device.torch_device)
         try:
             fn()  # a kernel this device lacks fails here, not inside the timing

@@ -45,12 +45,9 @@ class MemBandwidth(Workload):
         base = DTYPE_PRESETS.get(preset, preset)
         if base not in _MIN_ELEMENTS:
             raise ValueError(f"unknown preset {preset!r}")
-        asked = ctx.options.get("dtype")
-        asked = [asked] if isinstance(asked, str) else list(asked or [])
-        if preset in DTYPE_PRESETS:  # every dtype of the preset (those asked for, when --dtype is given)
-            dtypes = [d for d in PRESET_DTYPES if not asked or d in asked] or ["fp32"]
-        else:  # each dtype asked for that the kernels have; fp32 when none is
-            dtypes = list(dict.fromkeys(d for d in asked if d in _DTYPES)) or ["fp32"]
+        # the preset's dtypes, or fp32; those of them asked for when --dtype is given (fp32 when none is)
+        dtypes = ctx.dtypes(PRESET_DTYPES if preset in DTYPE_PRESETS else _DTYPES,
+                            default=PRESET_DTYPES if preset in DTYPE_PRESETS else ["fp32"]) or ["fp32"]
         out = []
         for dtype in dtypes:
             size = _DTYPES[dtype].itemsize
@@ -67,9 +64,8 @@ class MemBandwidth(Workload):
 
     def run(self, variant: Variant, ctx: Context) -> Measurement:
         p = variant.params
-        why = ctx.device.dtype_unsupported(p["dtype"])
-        if why:
-            return self.failed(variant, ctx, "unsupported", why)
+        if (unsupported := self.dtype_unsupported(variant, ctx)) is not None:
+            return unsupported
         dtype = _DTYPES[p["dtype"]]
         n = p["elements"]
         dev = ctx.device.torch_device
