@@ -18,6 +18,7 @@ from conftest import FIXTURES, gapbench
     (["run", "--workload-file", str(FIXTURES / "broken_import.py")], "failed to import"),
     (["run", "--budget", "-3"], "argument --budget: expected a number of seconds above 0"),
     (["run", "--batch-size", "lots"], "--batch-size"),
+    (["run", "--workload", "elementwise:tiny", "--dtype", "bf16,int3"], "unknown dtype 'int3' in --dtype"),
     (["run", "--no-such-flag"], "unrecognized arguments"),
     (["nosuchverb"], "invalid choice"),
 ])

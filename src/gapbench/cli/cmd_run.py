@@ -135,7 +135,14 @@ class _ProgressReporter:
 def _options(args) -> dict:
     opts = {}
     if args.dtype:
-        opts["dtype"] = args.dtype.split(",") if "," in args.dtype else args.dtype
+        from gapbench.devices.base import DTYPE_NAMES
+
+        names = [d.strip() for d in args.dtype.split(",")]
+        unknown = [d for d in names if d not in DTYPE_NAMES]
+        if unknown:
+            raise GapbenchError(f"unknown dtype {', '.join(map(repr, unknown))} in --dtype; known: "
+                                f"{', '.join(DTYPE_NAMES)}")
+        opts["dtype"] = names if "," in args.dtype else names[0]
     if args.compile:
         opts["compile"] = True
     if args.attention:
