@@ -34,7 +34,7 @@ from gapbench import results, workloads  # noqa: E402
 from gapbench.assess.rates import platform_rates  # noqa: E402
 from gapbench.assess.speed import predict  # noqa: E402
 from gapbench.assess.step import trace_like  # noqa: E402
-from gapbench.workloads.llm_infer import TRACE_BATCH  # noqa: E402
+from gapbench.workloads.inference.llm_infer import TRACE_BATCH  # noqa: E402
 
 WORKLOADS = ("llm-train:tiny", "bert-finetune:tiny", "diffusion-infer:tiny", "llm-infer:tiny")
 THREADS = (1, 2)

@@ -19,7 +19,7 @@ from transformers import LlamaConfig, LlamaForCausalLM
 
 from gapbench import devices
 from gapbench.workloads.base import Context
-from gapbench.workloads.llm_train import PRESETS, LlmTrain, synthetic_tokens
+from gapbench.workloads.models.llm_train import PRESETS, LlmTrain, synthetic_tokens
 
 
 def plain_loop(preset: str, device: torch.device, dtype: str, seconds: float) -> float:

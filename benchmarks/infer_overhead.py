@@ -21,10 +21,10 @@ import torch
 from transformers import StaticCache
 
 from gapbench import devices
-from gapbench.workloads import generate as gen
-from gapbench.workloads import training as tr
 from gapbench.workloads.base import Context
-from gapbench.workloads.llm_infer import PRESETS, LlmInfer
+from gapbench.workloads.inference import generate as gen
+from gapbench.workloads.inference.llm_infer import PRESETS, LlmInfer
+from gapbench.workloads.models import training as tr
 
 
 def plain_loop(model, prompts: torch.Tensor, n_out: int, device, seconds: float) -> float:

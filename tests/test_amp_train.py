@@ -9,7 +9,7 @@ import torch
 
 from gapbench import devices
 from gapbench.workloads import Context, get
-from gapbench.workloads import amp_train as amp
+from gapbench.workloads.probes import amp_train as amp
 
 
 @pytest.fixture(autouse=True)

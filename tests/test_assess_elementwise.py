@@ -11,9 +11,9 @@ from gapbench.assess.rates import platform_rates
 from gapbench.assess.speed import predict
 from gapbench.assess.work import Item, Work, WorkRecorder
 from gapbench.devices import resolve
-from gapbench.workloads import elementwise as ew
 from gapbench.workloads import get
 from gapbench.workloads.base import Context
+from gapbench.workloads.micro import elementwise as ew
 from test_assess_speed import _m, rates_file
 
 

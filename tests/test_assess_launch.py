@@ -5,12 +5,13 @@ import pytest
 import torch
 
 from gapbench.devices import resolve
-from gapbench.workloads import get, launch
+from gapbench.workloads import get
 from gapbench.workloads.base import Context
+from gapbench.workloads.micro import launch
 
 
 def _ctx():
-    return Context(device=resolve("cpu"), preset="quick", budget_s=4, min_time_s=0.05, repeats=3)
+    return Context(device=resolve("cpu"), preset="quick", budget_s=10, min_time_s=0.05, repeats=3)
 
 
 def test_operators_of_counts_what_reaches_the_backend():
@@ -53,7 +54,7 @@ def test_the_check_catches_a_wrong_module():
 
 
 def test_attention_runs_forward_and_backward_and_counts_like_the_trace():
-    from gapbench.workloads import attention
+    from gapbench.workloads.micro import attention
 
     w = get("attention")
     ctx = _ctx()
@@ -73,7 +74,7 @@ def test_attention_runs_forward_and_backward_and_counts_like_the_trace():
 def test_conv_counts_like_flop_counter_and_checks_its_gradient():
     from torch.utils.flop_counter import FlopCounterMode
 
-    from gapbench.workloads import conv
+    from gapbench.workloads.micro import conv
 
     w = get("conv")
     variants = w.variants("tiny", Context(device=resolve("cpu"), preset="tiny", options={"dtype": "fp32"}))

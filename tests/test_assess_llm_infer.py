@@ -11,10 +11,10 @@ from gapbench.assess.rates import platform_rates
 from gapbench.assess.speed import predict
 from gapbench.assess.step import trace_like
 from gapbench.results import ResultSet
-from gapbench.workloads import generate as gen
-from gapbench.workloads import infer_local
-from gapbench.workloads import llm_infer as li
 from gapbench.workloads.base import Context
+from gapbench.workloads.inference import generate as gen
+from gapbench.workloads.inference import llm_infer as li
+from gapbench.workloads.inference import local as infer_local
 from test_assess_speed import _m, rates_file
 
 CPU = devices.resolve("cpu")

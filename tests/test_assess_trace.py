@@ -91,7 +91,7 @@ def test_a_convolution_is_its_im2col_gemm_forward_and_backward():
 
 @pytest.mark.slow
 def test_llm_train_is_traced_as_the_iteration_it_measures():
-    from gapbench.workloads.llm_train import PRESETS, llama_train_flops_per_token
+    from gapbench.workloads.models.llm_train import PRESETS, llama_train_flops_per_token
 
     _, work = trace_like("llm-train:tiny", {"dtype": "bf16"})
     assert work.dtype == "bf16" and work.variant["dtype"] == "bf16" and work.variant["batch_size"] == 4
@@ -109,7 +109,7 @@ def test_llm_train_is_traced_as_the_iteration_it_measures():
 
 @pytest.mark.slow
 def test_diffusion_is_traced_as_the_whole_call():
-    from gapbench.workloads.diffusion_infer import pipeline_flops
+    from gapbench.workloads.models.diffusion_infer import pipeline_flops
 
     _, work = trace_like("diffusion-infer:tiny", {"dtype": "fp32"})
     assert not work.has_backward

@@ -10,7 +10,7 @@ import torch.nn.functional as F
 
 from conftest import FIXTURES, gapbench
 from gapbench.devices import resolve
-from gapbench.workloads import attention_libs as al
+from gapbench.workloads.libs import attention_libs as al
 
 
 def run(tmp_path, *args, device="test"):

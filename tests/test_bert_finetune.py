@@ -10,9 +10,9 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from gapbench import devices
-from gapbench.workloads import bert_finetune as bf
 from gapbench.workloads import get
 from gapbench.workloads.base import Context
+from gapbench.workloads.models import bert_finetune as bf
 
 CPU = devices.resolve("cpu")
 

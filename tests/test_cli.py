@@ -68,7 +68,7 @@ def test_user_workload_file_runs_with_the_same_contract(tmp_path):
     wf = tmp_path / "my_bench.py"
     wf.write_text(
         "import torch\n"
-        "from gapbench.measure import time_fn\n"
+        "from gapbench.timing import time_fn\n"
         "from gapbench.workloads import Variant, Workload\n"
         "class Axpy(Workload):\n"
         "    name = 'axpy'; unit = 'GB/s'; presets = {'tiny': 'small'}\n"

@@ -9,8 +9,8 @@ import pytest
 import torch
 import torch.distributed as dist
 
-from gapbench import runner
-from gapbench.workloads.collective import OPS, PLATEAU_FRACTION, _Call, bus_factor, busbw_gbps
+from gapbench import run as runner
+from gapbench.workloads.micro.collective import OPS, PLATEAU_FRACTION, _Call, bus_factor, busbw_gbps
 
 
 def test_bus_factors_are_the_nccl_tests_ones():

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from gapbench import devices
-from gapbench.workloads import diffusion_infer as di
 from gapbench.workloads import get
-from gapbench.workloads import training as tr
 from gapbench.workloads.base import Context
+from gapbench.workloads.models import diffusion_infer as di
+from gapbench.workloads.models import training as tr
 
 CPU = devices.resolve("cpu")
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from gapbench import runner
+from gapbench import run as runner
 
 FAULTY = textwrap.dedent('''
     import os, signal, time

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gapbench import runner
+from gapbench import run as runner
 from gapbench.distributed.parallel import repeated_blocks, scaling_pairs, unsupported_reason
 
 pytest.importorskip("transformers")

@@ -7,7 +7,7 @@ import torch
 
 from gapbench import devices
 from gapbench.workloads import Context, get
-from gapbench.workloads import dynamic_shapes as ds
+from gapbench.workloads.probes import dynamic_shapes as ds
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from conftest import FIXTURES, gapbench
-from gapbench.workloads.lib_paths import GEMM_PATHS
+from gapbench.workloads.libs.paths import GEMM_PATHS
 
 
 def run(tmp_path, *args, device="test", env=None, name="r.json"):

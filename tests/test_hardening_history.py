@@ -15,7 +15,7 @@ import pytest
 
 from compare_fixtures import gemm, membw, result_set, write
 from conftest import REPO
-from gapbench import store
+from gapbench import history
 from gapbench.cli import main as cli_main
 from gapbench.errors import GapbenchError
 
@@ -39,7 +39,7 @@ def refused(rc, err, *words):
 def history_with_runs(tmp_path, n=40):
     db = tmp_path / "h.sqlite"
     for i in range(n):
-        store.record(result_set([gemm(1.0 + i), membw(10.0 + i)], run_id=f"run{i:03d}",
+        history.record(result_set([gemm(1.0 + i), membw(10.0 + i)], run_id=f"run{i:03d}",
                                 started_at=f"2026-01-{1 + i % 28:02d}T00:00:00+00:00"), db)
     return db
 
@@ -99,12 +99,12 @@ def test_reading_a_history_that_does_not_exist_creates_nothing(tmp_path, capsys)
     rc, out, err = cli(capsys, "history", "--db", db)
     assert rc == 0 and "is empty" in out, err
     assert not db.exists() and not db.parent.exists()
-    assert store.history("gemm", db_path=db) == []
+    assert history.rows("gemm", db_path=db) == []
 
 
 AS_NOBODY = """
 import io, os, sys
-import gapbench.cli, gapbench.report.kit, gapbench.report.runs, gapbench.schema, gapbench.store, pydantic_core
+import gapbench.cli, gapbench.report.kit, gapbench.report.runs, gapbench.schema, gapbench.history, pydantic_core
 from rich.console import Console
 Console(file=io.StringIO()).print(gapbench.report.kit.rich_table(gapbench.report.kit.Table(["a"], [["b"]])))
 gapbench.cli.build_parser()
@@ -127,7 +127,7 @@ def shared_dir():
 
 def test_a_read_only_history_is_read_and_writing_to_it_is_one_line(shared_dir):
     db = os.path.join(shared_dir, "h.sqlite")
-    store.record(result_set([gemm(1.0)], run_id="kept"), db)
+    history.record(result_set([gemm(1.0)], run_id="kept"), db)
     new = write(result_set([gemm(2.0)], run_id="new"), os.path.join(shared_dir, "new.json"))
     os.chmod(db, stat.S_IRUSR | stat.S_IRGRP | stat.S_IROTH)
     os.chmod(shared_dir, 0o555)
@@ -143,7 +143,7 @@ def test_a_read_only_history_is_read_and_writing_to_it_is_one_line(shared_dir):
     assert r.returncode == 2 and "cannot write" in r.stderr and len(r.stderr.strip().splitlines()) == 1, r.stderr
     os.chmod(shared_dir, 0o755)
     os.chmod(db, 0o644)
-    assert [row.run_id for row in store.history("gemm", db_path=db)] == ["kept"]
+    assert [row.run_id for row in history.rows("gemm", db_path=db)] == ["kept"]
 
 
 def test_store_errors_are_gapbench_errors(tmp_path):
@@ -153,6 +153,6 @@ def test_store_errors_are_gapbench_errors(tmp_path):
         c.execute("CREATE TABLE measurements (x)")
     c.close()
     with pytest.raises(GapbenchError, match="h.sqlite"):
-        store.history("gemm", db_path=db)
+        history.rows("gemm", db_path=db)
     with pytest.raises(GapbenchError, match="h.sqlite"):
-        store.record(result_set([gemm(1.0)], run_id="again"), db)
+        history.record(result_set([gemm(1.0)], run_id="again"), db)

@@ -295,7 +295,7 @@ def test_a_journal_that_cannot_be_resumed_is_one_line(tmp_path, capsys, lines, w
 
 
 def test_a_damaged_journal_line_is_skipped_and_its_variant_measured_again(tmp_path):
-    from gapbench.runner import read_journal
+    from gapbench.run.suite import read_journal
 
     m = gemm(1.0).to_dict()
     out = _journal(tmp_path, [HEADER, "garbage {\n", {"event": "measurement", "measurement": m},

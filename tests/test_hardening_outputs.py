@@ -14,7 +14,7 @@ from gapbench.results import check_output, load, write_text_atomic
 
 AXPY = (
     "import torch\n"
-    "from gapbench.measure import time_fn\n"
+    "from gapbench.timing import time_fn\n"
     "from gapbench.workloads import Variant, Workload\n"
     "class Axpy(Workload):\n"
     "    name = 'axpy'; unit = 'GB/s'; presets = {'tiny': 'small'}\n"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gapbench.workloads import infer_metrics as im
+from gapbench.workloads.inference import metrics as im
 
 
 def trace(start, times, n_in=4, n_out=None):

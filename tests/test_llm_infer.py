@@ -15,11 +15,11 @@ import pytest
 import torch
 
 from gapbench import devices
-from gapbench.workloads import generate as gen
 from gapbench.workloads import get
-from gapbench.workloads import infer_metrics as im
-from gapbench.workloads import llm_infer as li
 from gapbench.workloads.base import Context
+from gapbench.workloads.inference import generate as gen
+from gapbench.workloads.inference import llm_infer as li
+from gapbench.workloads.inference import metrics as im
 
 CPU = devices.resolve("cpu")
 ROOT = Path(__file__).resolve().parents[1]
@@ -182,7 +182,7 @@ _OOM_SCRIPT = """
 import json, resource, time
 import torch
 from gapbench import devices
-from gapbench.workloads import llm_infer as li
+from gapbench.workloads.inference import llm_infer as li
 from gapbench.workloads.base import Context
 
 vm = [int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmSize:")][0]

@@ -12,8 +12,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from gapbench import devices
 from gapbench.workloads import get
-from gapbench.workloads import llm_train as lt
 from gapbench.workloads.base import Context
+from gapbench.workloads.models import llm_train as lt
 
 CPU = devices.resolve("cpu")
 
@@ -158,7 +158,7 @@ import json, resource, sys
 import transformers  # noqa: F401  (imported before the limit, as in a worker that already built a model)
 from gapbench import devices
 from gapbench.workloads.base import Context
-from gapbench.workloads.llm_train import LlmTrain
+from gapbench.workloads.models.llm_train import LlmTrain
 vm = [int(line.split()[1]) * 1024 for line in open('/proc/self/status') if line.startswith('VmSize:')][0]
 resource.setrlimit(resource.RLIMIT_AS, (vm + 400 * 2**20, resource.RLIM_INFINITY))
 c = Context(device=devices.resolve("cpu"), preset="tiny", budget_s=300, min_time_s=0.05, repeats=3,

@@ -3,10 +3,10 @@
 import torch
 
 from gapbench.devices import resolve
-from gapbench.workloads import gemm as gemm_mod
 from gapbench.workloads import get
-from gapbench.workloads import membw as membw_mod
 from gapbench.workloads.base import Context
+from gapbench.workloads.micro import gemm as gemm_mod
+from gapbench.workloads.micro import membw as membw_mod
 
 
 def _ctx(**opts):

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from gapbench import devices
-from gapbench.workloads import infer_metrics as im
-from gapbench.workloads import llm_infer as li
-from gapbench.workloads import serve_client as sc
 from gapbench.workloads.base import Context
+from gapbench.workloads.inference import client as sc
+from gapbench.workloads.inference import llm_infer as li
+from gapbench.workloads.inference import metrics as im
 
 ROOT = Path(__file__).resolve().parents[1]
 TOLERANCE_MS = 10.0  # same machine, same monotonic clock; loopback HTTP and a busy host add a few ms
@@ -24,7 +24,7 @@ TOLERANCE_MS = 10.0  # same machine, same monotonic clock; loopback HTTP and a b
 
 @pytest.fixture(scope="module")
 def server():
-    p = subprocess.Popen([sys.executable, "-m", "gapbench.workloads.tiny_server", "--port", "0", "--threads", "1"],
+    p = subprocess.Popen([sys.executable, "-m", "gapbench.testing.tiny_server", "--port", "0", "--threads", "1"],
                          stdout=subprocess.PIPE, text=True, env=dict(os.environ, PYTHONPATH=str(ROOT / "src")))
     try:
         line = p.stdout.readline()

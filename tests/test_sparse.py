@@ -8,7 +8,7 @@ import torch.nn.functional as F
 
 from gapbench import devices
 from gapbench.workloads import Context, get
-from gapbench.workloads import sparse as sp
+from gapbench.workloads.probes import sparse as sp
 
 
 @pytest.fixture(autouse=True)

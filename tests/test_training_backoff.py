@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from gapbench import devices
-from gapbench.workloads import training as tr
+from gapbench.workloads.models import training as tr
 
 CPU = devices.resolve("cpu")
 
@@ -60,7 +60,7 @@ def test_is_oom_recognises_the_backends_messages_and_nothing_else():
 
 _RLIMIT_SCRIPT = textwrap.dedent("""
     import json, resource, torch
-    from gapbench.workloads import training as tr
+    from gapbench.workloads.models import training as tr
 
     def vm_size():
         for line in open("/proc/self/status"):
@@ -97,7 +97,7 @@ def test_backoff_under_an_address_space_limit_finds_the_exact_boundary():
 
 def test_auto_ceiling_respects_the_address_space_limit():
     assert tr.auto_batch_ceiling(1e6, 0, CPU, cap=4096) >= 1
-    code = ("import resource; from gapbench import devices; from gapbench.workloads import training as tr\n"
+    code = ("import resource; from gapbench import devices; from gapbench.workloads.models import training as tr\n"
             "h = tr.address_space_headroom(); cur = resource.getrlimit(resource.RLIMIT_AS)[0]\n"
             "vm = [int(l.split()[1]) * 1024 for l in open('/proc/self/status') if l.startswith('VmSize:')][0]\n"
             "resource.setrlimit(resource.RLIMIT_AS, (vm + 2**30, resource.RLIM_INFINITY))\n"

@@ -10,7 +10,7 @@ import pytest
 
 from compare_fixtures import cpu_device, gemm, model, result_set
 from conftest import gapbench
-from gapbench import store
+from gapbench import history
 from gapbench.compare import compare
 from gapbench.results import Measurement, load, merge_runs
 from gapbench.stats import Stats, compare_runs, median_ci_level
@@ -122,7 +122,7 @@ def test_single_runs_use_the_spread_the_history_measured(tmp_path, monkeypatch):
     db = tmp_path / "h.sqlite"
     monkeypatch.setenv("GAPBENCH_DB", str(db))
     for i, v in enumerate((1.0, 1.01, 0.99, 1.0)):
-        store.record(result_set([gemm(v)], label="past", run_id=f"past{i}"), db)
+        history.record(result_set([gemm(v)], label="past", run_id=f"past{i}"), db)
     a = result_set([gemm(1.0)], label="a", run_id="a")
     b = result_set([gemm(1.06)], label="b", run_id="b")
     tight = compare([a, b]).rows[0].gaps[1]

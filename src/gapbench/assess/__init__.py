@@ -16,7 +16,6 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-import types
 from collections.abc import Iterable
 
 from gapbench.assess.model import Assessment, CodePart, FindingRow, OperatorsPart
@@ -140,14 +139,3 @@ def assess(path: str | os.PathLike, target: str, *, entry: str | None = None, li
     speed, missing = _speed(work, sets, draws, seed)
     return Assessment(path=root, stack=st, code=code, operators=operators, work=work, speed=speed,
                       speed_missing=missing, results=tuple(str(s.path or s.name) for s in sets))
-
-
-class _CallableModule(types.ModuleType):
-    """`gapbench.assess(...)` is the API function and also this package's name: once the package is imported the
-    attribute on `gapbench` is the module, so the module calls assess()."""
-
-    def __call__(self, *args, **kwargs) -> Assessment:
-        return assess(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -22,7 +22,7 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from gapbench.coverage.dispatch import OpRecorder, in_backward
-from gapbench.workloads.launch import SKIPPED, is_composite
+from gapbench.workloads.micro.launch import SKIPPED, is_composite
 
 CLASSES = ("gemm", "conv", "attention", "memory", "collective", "view")
 COMPUTE = ("gemm", "conv", "attention")  # classes priced by a FLOP rate

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gapbench import store
+from gapbench import history
 from gapbench.cli._args import count
 from gapbench.cli._output import err, out, print_json
 from gapbench.errors import GapbenchError
@@ -18,7 +18,7 @@ def add_arguments(p) -> None:
     p.add_argument("--variant", action="append", default=[], metavar="KEY=VALUE",
                    help="only variants with this parameter value (repeatable), e.g. dtype=fp32")
     p.add_argument("--import", dest="import_files", nargs="+", metavar="FILE", help="record results files first")
-    p.add_argument("--db", help=f"database file (default: $GAPBENCH_DB or {store.default_path()})")
+    p.add_argument("--db", help=f"database file (default: $GAPBENCH_DB or {history.default_path()})")
     p.add_argument("--limit", type=count, help="only the last N rows")
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -37,24 +37,24 @@ def main(args) -> int:
     db = args.db
     imported = []
     if args.import_files:
-        imported = store.import_files(args.import_files, db)
+        imported = history.import_files(args.import_files, db)
         if not args.json:
             for path, run_id, n in imported:
                 err.print(f"imported {path}: run {run_id}, {n} measurement(s)", markup=False)
     if not args.workload:
-        held = store.workloads(db)
+        held = history.workloads(db)
         if args.json:
-            print_json({"db": str(db or store.default_path()), "imported": imported,
+            print_json({"db": str(db or history.default_path()), "imported": imported,
                         "workloads": [{"workload": w, "measurements": n} for w, n in held]})
             return 0
         if not args.import_files:
             if not held:
-                out.print(f"history {db or store.default_path()} is empty; `gapbench run` records into it, "
+                out.print(f"history {db or history.default_path()} is empty; `gapbench run` records into it, "
                           "`gapbench history --import FILES` loads older results", markup=False)
             for w, n in held:
                 out.print(f"{w}: {n} measurement(s) — gapbench history --workload {w}", markup=False)
         return 0
-    rows = store.history(args.workload, device=args.device, variant=_variant_filter(args.variant), db_path=db,
+    rows = history.rows(args.workload, device=args.device, variant=_variant_filter(args.variant), db_path=db,
                          limit=args.limit)
     if args.json:
         print_json({"workload": args.workload, "rows": [r.to_dict() for r in rows]})
@@ -62,7 +62,7 @@ def main(args) -> int:
     if not rows:
         raise GapbenchError(f"no history for workload {args.workload!r}"
                             + (f" on devices matching {args.device!r}" if args.device else "")
-                            + f" in {db or store.default_path()}")
+                            + f" in {db or history.default_path()}")
     t = rich_table(history_table(args.workload, rows))
     out.print(t)
     return 0

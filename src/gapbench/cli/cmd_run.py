@@ -101,7 +101,7 @@ INFERENCE_OPTIONS = ("engine", "server", "served_model", "server_devices", "engi
 
 
 class _ProgressReporter:
-    """Draws the runner's progress callbacks (gapbench.runner.Reporter's methods) as a progress bar."""
+    """Draws the runner's progress callbacks (gapbench.run.suite.Reporter's methods) as a progress bar."""
 
     def __init__(self, progress: Progress | None):
         self.p = progress
@@ -218,7 +218,7 @@ def _print(rs, as_json: bool) -> None:
 
 
 def main(args) -> int:
-    from gapbench import runner  # imports torch: only when the verb runs, so --help stays fast
+    from gapbench import run as runner  # imports torch: only when the verb runs, so --help stays fast
     from gapbench.engine.lifeline import become_subreaper
 
     _check(args)

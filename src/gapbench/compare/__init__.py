@@ -11,8 +11,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
-import types
 
 from gapbench import specs as specs_mod
 from gapbench.compare.frontier import frontiers_side
@@ -219,9 +217,9 @@ def _spread(platform: Platform, m: Measurement, history: bool) -> float | None:
         return None
     rs = platform.result_set
     if history:
-        from gapbench import store
+        from gapbench.history import run_spread
 
-        found = store.run_spread(platform_identity(rs), m.workload, m.variant, exclude_runs=tuple(rs.run_ids))
+        found = run_spread(platform_identity(rs), m.workload, m.variant, exclude_runs=tuple(rs.run_ids))
         if found is not None:
             return found[0]
     return RUN_TO_RUN_SPREAD["cpu" if rs.device.get("type") == "cpu" else "accelerator"]
@@ -370,14 +368,3 @@ def _datasheet_figures(platforms: list[Platform]) -> list[dict]:
                 out.append({"platform": i, "workload": m.workload, "variant": m.metrics.get("reference_variant"),
                             "value": m.value, "unit": m.unit, "source": m.metrics.get("source"), **peak})
     return out
-
-
-class _CallableModule(types.ModuleType):
-    """`gapbench.compare(...)` is the lazy API's name for compare(); once this package is imported, Python binds
-    the name gapbench.compare to the package itself, so the package forwards calls to the function."""
-
-    def __call__(self, *args, **kwargs) -> Comparison:
-        return compare(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from gapbench.compare.model import PlatformRatios, Ratio, RatioSummary
 from gapbench.results import Measurement, ResultSet
 from gapbench.stats import median
-from gapbench.workloads.lib_paths import ATTENTION_WORKLOAD, BLAS_PREFIX, GEMM_WORKLOAD, default_path, path_kind
+from gapbench.workloads.libs.paths import ATTENTION_WORKLOAD, BLAS_PREFIX, GEMM_WORKLOAD, default_path, path_kind
 
 _BOTH = (GEMM_WORKLOAD, ATTENTION_WORKLOAD)
 

@@ -198,8 +198,8 @@ def run(job: WorkloadJob, events: EventWriter, status: Status) -> None:
     import torch.distributed as dist
 
     from gapbench.distributed.parallel import ParallelWrapper
-    from gapbench.measure import LOCAL
     from gapbench.results import variant_key
+    from gapbench.timing import LOCAL
     from gapbench.workloads.base import Context
 
     g = join(job, status)
@@ -246,7 +246,7 @@ def run(job: WorkloadJob, events: EventWriter, status: Status) -> None:
 def _with_baseline(m, v, w, ctx, parallel: str) -> list:
     """Rank 0 alone measures the same variant on its one device; the parallel row gets the scaling efficiency."""
     from gapbench.distributed.parallel import scaling_efficiency
-    from gapbench.measure import LOCAL
+    from gapbench.timing import LOCAL
     from gapbench.workloads.base import Variant
 
     plain = {k: x for k, x in v.params.items() if k not in ("parallel", "world_size")}

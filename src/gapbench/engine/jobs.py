@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field, fields
 
-from gapbench.measure import DEFAULT_BUDGET
+from gapbench.timing import DEFAULT_BUDGET
 
 
 @dataclass

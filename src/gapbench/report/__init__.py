@@ -6,9 +6,6 @@ Renderers take result objects and return text; they measure nothing and find no 
 
 from __future__ import annotations
 
-import sys
-import types
-
 from gapbench.errors import GapbenchError
 
 FORMATS = ("terminal", "md", "csv", "json", "html")
@@ -33,14 +30,3 @@ def render(result_sets, format: str = "html", baseline=None, labels=None, refs=N
     if format == "json":
         return jsonfile.render_json(comp)
     return terminal.render_terminal(comp)
-
-
-class _CallableModule(types.ModuleType):
-    """`gapbench.report(...)` is the lazy API's name for render(); once this package is imported, Python binds
-    the name gapbench.report to the package itself, so the package forwards calls to render()."""
-
-    def __call__(self, *args, **kwargs) -> str:
-        return render(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -31,7 +31,7 @@ def results_table(rs: ResultSet) -> Table:
 
 
 def history_table(workload: str, rows) -> Table:
-    """store.HistoryRow rows, oldest first, with the change against the previous run of the same device, CPU
+    """history.HistoryRow rows, oldest first, with the change against the previous run of the same device, CPU
     threads and variant."""
     out, last = [], {}
     for r in rows:

@@ -8,9 +8,7 @@ estimate the effort; and `port`, CUDA C++ to HIP with torch.utils.hipify. Rules 
 from __future__ import annotations
 
 import os
-import sys
 import time
-import types
 from collections.abc import Iterable
 
 from gapbench.errors import GapbenchError
@@ -64,14 +62,3 @@ def scan(path: str | os.PathLike, targets: Iterable[str] = TARGETS, *, max_bytes
     return ScanReport(root=os.path.realpath(root), targets=targets, findings=findings, skipped=skipped,
                       notes=notes, ruleset=ruleset, files_seen=len(entries), files_scanned=scanned,
                       bytes_scanned=nbytes, suppressed=suppressed, elapsed_s=elapsed)
-
-
-class _CallableModule(types.ModuleType):
-    """`gapbench.scan` names both this package and the API function (gapbench/__init__.py): once the package
-    is imported, the attribute on `gapbench` is the module, so the module itself must be callable."""
-
-    def __call__(self, *args, **kwargs) -> ScanReport:
-        return scan(*args, **kwargs)
-
-
-sys.modules[__name__].__class__ = _CallableModule

@@ -16,22 +16,22 @@ __all__ = ["Context", "Variant", "Workload", "BUILTIN", "get", "names", "load_fi
 
 # name -> "module:attribute"; a workload whose module is not present is simply not listed
 BUILTIN: dict[str, str] = {
-    "gemm": "gapbench.workloads.gemm:Gemm",
-    "membw": "gapbench.workloads.membw:MemBandwidth",
-    "llm-train": "gapbench.workloads.llm_train:LlmTrain",
-    "diffusion-infer": "gapbench.workloads.diffusion_infer:DiffusionInfer",
-    "bert-finetune": "gapbench.workloads.bert_finetune:BertFinetune",
-    "collective": "gapbench.workloads.collective:Collective",
-    "sparse": "gapbench.workloads.sparse:Sparse",
-    "dynamic-shapes": "gapbench.workloads.dynamic_shapes:DynamicShapes",
-    "amp-train": "gapbench.workloads.amp_train:AmpTrain",
-    "llm-infer": "gapbench.workloads.llm_infer:LlmInfer",
-    "elementwise": "gapbench.workloads.elementwise:Elementwise",
-    "gemm-libs": "gapbench.workloads.gemm_libs:GemmLibs",
-    "attention-libs": "gapbench.workloads.attention_libs:AttentionLibs",
-    "launch": "gapbench.workloads.launch:Launch",
-    "attention": "gapbench.workloads.attention:Attention",
-    "conv": "gapbench.workloads.conv:Conv",
+    "gemm": "gapbench.workloads.micro.gemm:Gemm",
+    "membw": "gapbench.workloads.micro.membw:MemBandwidth",
+    "llm-train": "gapbench.workloads.models.llm_train:LlmTrain",
+    "diffusion-infer": "gapbench.workloads.models.diffusion_infer:DiffusionInfer",
+    "bert-finetune": "gapbench.workloads.models.bert_finetune:BertFinetune",
+    "collective": "gapbench.workloads.micro.collective:Collective",
+    "sparse": "gapbench.workloads.probes.sparse:Sparse",
+    "dynamic-shapes": "gapbench.workloads.probes.dynamic_shapes:DynamicShapes",
+    "amp-train": "gapbench.workloads.probes.amp_train:AmpTrain",
+    "llm-infer": "gapbench.workloads.inference.llm_infer:LlmInfer",
+    "elementwise": "gapbench.workloads.micro.elementwise:Elementwise",
+    "gemm-libs": "gapbench.workloads.libs.gemm_libs:GemmLibs",
+    "attention-libs": "gapbench.workloads.libs.attention_libs:AttentionLibs",
+    "launch": "gapbench.workloads.micro.launch:Launch",
+    "attention": "gapbench.workloads.micro.attention:Attention",
+    "conv": "gapbench.workloads.micro.conv:Conv",
 }
 
 ENTRY_POINT_GROUP = "gapbench.workloads"

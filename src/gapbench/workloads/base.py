@@ -10,13 +10,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
-from gapbench.measure import DEFAULT_BUDGET, LOCAL, Agreement, Budget
 from gapbench.results import Measurement
 from gapbench.stats import Stats
+from gapbench.timing import DEFAULT_BUDGET, LOCAL, Agreement, Budget
 
 if TYPE_CHECKING:
     from gapbench.devices import Device
-    from gapbench.measure import Timing
+    from gapbench.timing import Timing
 
 CATEGORIES = ("micro", "model", "probe", "collective")
 

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from gapbench.measure import TooSlow, time_fn
 from gapbench.results import Measurement
+from gapbench.timing import TooSlow, time_fn
 from gapbench.workloads.base import Context, Variant, Workload
-from gapbench.workloads.gemm import TOLERANCE, check_sample, gemm_bytes, unsupported_reason
-from gapbench.workloads.lib_paths import BLAS_PREFIX, COMPILE_TEMPLATES, GEMM_PATHS, GEMM_WORKLOAD, path_kind
+from gapbench.workloads.libs.paths import BLAS_PREFIX, COMPILE_TEMPLATES, GEMM_PATHS, GEMM_WORKLOAD, path_kind
+from gapbench.workloads.micro.gemm import TOLERANCE, check_sample, gemm_bytes, unsupported_reason
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16")
 _TORCH_DTYPE = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -215,7 +215,7 @@ def _blas(choice: str) -> Callable[[Operands, Context], Built]:
 def _triton(ops: Operands, ctx: Context) -> Built:
     import triton
 
-    from gapbench.workloads import triton_gemm
+    from gapbench.workloads.libs import triton_gemm
 
     a, b = ops.a, ops.b
     out = torch.empty(a.shape[0], b.shape[1], device=a.device, dtype=a.dtype)

@@ -343,7 +343,7 @@ class HistoryRow:
         return d
 
 
-def history(workload: str, device: str | None = None, variant: dict | None = None,
+def rows(workload: str, device: str | None = None, variant: dict | None = None,
             db_path: str | os.PathLike | None = None, limit: int | None = None) -> list[HistoryRow]:
     """Measurements of one workload over time, oldest first. device: a substring of the device product,
     type or run label (case-insensitive); variant: keys the measurement's variant must have with these values."""

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import torch
 
-from gapbench.measure import TooSlow, time_fn
 from gapbench.results import Measurement
+from gapbench.timing import TooSlow, time_fn
 from gapbench.workloads.base import Context, Variant, Workload
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}

@@ -14,10 +14,10 @@ import time
 import torch
 
 from gapbench.devices import available_host_memory
-from gapbench.measure import Budget
-from gapbench.workloads import generate as gen
-from gapbench.workloads import infer_metrics as im
-from gapbench.workloads import training as tr
+from gapbench.timing import Budget
+from gapbench.workloads.inference import generate as gen
+from gapbench.workloads.inference import metrics as im
+from gapbench.workloads.models import training as tr
 
 LOCAL_DTYPES = ("fp32", "bf16", "fp16", "fp8")
 USABLE = 0.9  # share of free memory a batch may plan for
@@ -72,7 +72,7 @@ def memory_shortfall(need: float, device) -> str:
 def time_floor_s(cfg: dict, batch: int, input_len: int, output_len: int, dtype: str, device) -> float | None:
     """A lower bound on one generation: the prefill's matmuls at the dense peak plus a read of every weight per
     decode step at the memory bandwidth (None where gapbench knows neither)."""
-    from gapbench.workloads.llm_train import llama_params
+    from gapbench.workloads.models.llm_train import llama_params
 
     _, matmul = llama_params(cfg)
     prefill = tr.time_at_peak_s(2.0 * matmul * batch * input_len, device, dtype)

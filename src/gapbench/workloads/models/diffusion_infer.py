@@ -19,8 +19,8 @@ from functools import lru_cache
 import torch
 
 from gapbench.results import Measurement
-from gapbench.workloads import training as tr
 from gapbench.workloads.base import Context, Variant, Workload
+from gapbench.workloads.models import training as tr
 
 SDXL_UNET = {
     "act_fn": "silu", "addition_embed_type": "text_time", "addition_embed_type_num_heads": 64,
@@ -236,7 +236,7 @@ class DiffusionInfer(Workload):
         return [Variant(params, flops=flops)]
 
     def run(self, variant: Variant, ctx: Context) -> Measurement:
-        from gapbench.measure import TooSlow, time_fn, time_once
+        from gapbench.timing import TooSlow, time_fn, time_once
 
         prep = tr.prepare(self, variant, ctx, "transformers", "diffusers")
         if isinstance(prep, Measurement):

@@ -19,9 +19,9 @@ from collections.abc import Callable
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from gapbench.measure import TooSlow, time_fn
 from gapbench.results import Measurement
 from gapbench.stats import Stats
+from gapbench.timing import TooSlow, time_fn
 from gapbench.workloads.base import Context, Variant, Workload
 
 KINDS = ("op", "train", "infer")

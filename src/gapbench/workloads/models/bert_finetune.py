@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import torch
 
 from gapbench.results import Measurement
-from gapbench.workloads import training as tr
 from gapbench.workloads.base import Context, Variant, Workload
+from gapbench.workloads.models import training as tr
 
 BERT_LARGE = dict(vocab_size=30522, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
                   intermediate_size=4096, max_position_embeddings=512, type_vocab_size=2, num_labels=2)

@@ -16,10 +16,10 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from gapbench.results import Measurement
-from gapbench.workloads import infer_metrics as im
-from gapbench.workloads import training as tr
 from gapbench.workloads.base import Context, Variant, Workload
-from gapbench.workloads.llm_train import LLAMA2_7B, LLAMA2_70B
+from gapbench.workloads.inference import metrics as im
+from gapbench.workloads.models import training as tr
+from gapbench.workloads.models.llm_train import LLAMA2_7B, LLAMA2_70B
 
 # Llama 3 / 3.1 / 3.3 shapes: 128256-token vocabulary, 8 KV heads, rope theta 500000
 LLAMA3_8B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
@@ -222,8 +222,8 @@ class LlmInfer(Workload):
         the output length, as infer_local times it — from the cache reset to the last token on the host, the
         row `e2e_ms` (every request of a static batch starts and ends together). At the run's precision, on
         `device` (a gapbench Device); works under FakeTensorMode: the loop reads no values."""
-        from gapbench.workloads import generate as gen
-        from gapbench.workloads import infer_local
+        from gapbench.workloads.inference import generate as gen
+        from gapbench.workloads.inference import local as infer_local
 
         p = _preset(preset)
         params = self.traced_variant(preset, device, options)
@@ -277,7 +277,9 @@ class LlmInfer(Workload):
         return self.failure(variant, ctx, status, reason)
 
     def _measure_point(self, variant: Variant, ctx: Context) -> dict[str, Measurement]:
-        from gapbench.workloads import infer_local, infer_server, infer_vllm
+        from gapbench.workloads.inference import local as infer_local
+        from gapbench.workloads.inference import server as infer_server
+        from gapbench.workloads.inference import vllm as infer_vllm
 
         kind = variant.params["engine"]
         measure = {"server": infer_server.measure, "vllm": infer_vllm.measure}.get(kind, infer_local.measure)
@@ -345,7 +347,7 @@ def _points(p: InferPreset, opts: InferOptions, ctx: Context, base: dict) -> lis
 def batch_sweep(p: InferPreset, ctx: Context, base: dict) -> list[int]:
     """1, 2, 4, … up to the preset's top and up to what memory should hold (at least batch 1, which reports
     `oom` with the estimate when even that cannot fit)."""
-    from gapbench.workloads import infer_local
+    from gapbench.workloads.inference import local as infer_local
 
     free = infer_local.usable_memory(ctx.device)
     out, b = [], 1

@@ -17,9 +17,9 @@ from dataclasses import replace
 
 import torch
 
-from gapbench.measure import Timing, TooSlow, time_fn
 from gapbench.results import Measurement
 from gapbench.stats import Stats
+from gapbench.timing import Timing, TooSlow, time_fn
 from gapbench.workloads.base import Context, Variant, Workload
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30

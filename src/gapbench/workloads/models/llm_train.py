@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import torch
 
 from gapbench.results import Measurement
-from gapbench.workloads import training as tr
 from gapbench.workloads.base import Context, Variant, Workload
+from gapbench.workloads.models import training as tr
 
 LLAMA2_7B = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
                  num_attention_heads=32, num_key_value_heads=32, max_position_embeddings=4096, rms_norm_eps=1e-5)

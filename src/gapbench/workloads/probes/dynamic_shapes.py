@@ -19,8 +19,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from gapbench.measure import TooSlow, time_fn, time_once
 from gapbench.results import Measurement
+from gapbench.timing import TooSlow, time_fn, time_once
 from gapbench.workloads.base import Context, Variant, Workload
 
 PRESETS = {

@@ -1,7 +1,7 @@
 """A small OpenAI-compatible completion server that streams tokens from llm-infer's tiny model (random weights),
 to try `gapbench run -w llm-infer --server URL` without an inference engine, and to test the client against.
 
-    python -m gapbench.workloads.tiny_server [--port 8000] [--threads 1]
+    python -m gapbench.testing.tiny_server [--port 8000] [--threads 1]
 
 Endpoints: POST /v1/completions (token-id or text prompt, `max_tokens`, `stream`; greedy, no EOS, so every
 request gets exactly max_tokens tokens), GET /v1/models, GET /version, and GET /gapbench/timings: when the server
@@ -30,8 +30,8 @@ KEEP_TIMINGS = 10_000
 
 class TinyModel:
     def __init__(self, dtype: torch.dtype = torch.float32):
-        from gapbench.workloads import generate
-        from gapbench.workloads.llm_infer import PRESETS
+        from gapbench.workloads.inference import generate
+        from gapbench.workloads.inference.llm_infer import PRESETS
 
         self.cfg = PRESETS["tiny"].config
         torch.manual_seed(0)
@@ -39,7 +39,7 @@ class TinyModel:
         self.dtype = dtype
 
     def stream(self, prompt: list[int], max_tokens: int):
-        from gapbench.workloads.generate import StaticGenerator
+        from gapbench.workloads.inference.generate import StaticGenerator
 
         g = StaticGenerator(self.model, 1, len(prompt), max_tokens, torch.device("cpu"), self.dtype)
         for column in g.stream(torch.tensor([prompt], dtype=torch.long)):

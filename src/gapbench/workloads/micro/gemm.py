@@ -11,8 +11,8 @@ from dataclasses import replace
 
 import torch
 
-from gapbench.measure import TooSlow, time_fn
 from gapbench.results import Measurement
+from gapbench.timing import TooSlow, time_fn
 from gapbench.workloads.base import Context, Variant, Workload
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")

@@ -649,7 +649,7 @@ def measure_training(workload, variant, ctx, job: TrainingJob):
 
 def _measure_at(run: _Run, batch: int, clock: Clock):
     """The first step, the check steps and the timing at one batch size: one Measurement."""
-    from gapbench.measure import TooSlow, time_fn, time_once
+    from gapbench.timing import TooSlow, time_fn, time_once
     from gapbench.workloads.base import Variant
 
     workload, ctx, job, agree, device = run.workload, run.ctx, run.job, run.ctx.agreement, run.ctx.device

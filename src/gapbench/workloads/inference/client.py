@@ -20,7 +20,7 @@ import time
 import urllib.parse
 from dataclasses import dataclass
 
-from gapbench.workloads.infer_metrics import RequestTrace
+from gapbench.workloads.inference.metrics import RequestTrace
 
 VERSION_ENDPOINTS = ("/version", "/get_server_info", "/info", "/props")  # vLLM, SGLang, TGI, llama.cpp
 

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from gapbench.measure import TooSlow, time_fn
 from gapbench.results import Measurement
+from gapbench.timing import TooSlow, time_fn
 from gapbench.workloads.base import Context, Variant, Workload
-from gapbench.workloads.lib_paths import ATTENTION_PATHS, ATTENTION_WORKLOAD
+from gapbench.workloads.libs.paths import ATTENTION_PATHS, ATTENTION_WORKLOAD
 
 DTYPES = ("fp32", "bf16", "fp16")
 _TORCH_DTYPE = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}

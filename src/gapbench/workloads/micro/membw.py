@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import torch
 
-from gapbench.measure import TooSlow, time_fn
 from gapbench.results import Measurement
+from gapbench.timing import TooSlow, time_fn
 from gapbench.workloads.base import Context, Variant, Workload
 
 KERNELS = {"copy": 2, "scale": 2, "add": 3, "triad": 3, "dot": 2}  # arrays touched per element

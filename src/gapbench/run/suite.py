@@ -16,10 +16,10 @@ from pathlib import Path
 from gapbench import devices, suites, workloads
 from gapbench.engine.jobs import WorkloadJob
 from gapbench.engine.journal import Journal, journal_path
-from gapbench.engine.workload import Reporter, attempt, launch_worker, run_workload
 from gapbench.errors import GapbenchError
-from gapbench.measure import DEFAULT_BUDGET
 from gapbench.results import SCHEMA_VERSION, Measurement, ResultSet, check_output, load, merge_runs, now_iso, save
+from gapbench.run.workload import Reporter, attempt, launch_worker, run_workload
+from gapbench.timing import DEFAULT_BUDGET
 
 __all__ = ["RunPlan", "Reporter", "Interrupted", "build_plan", "run_suite", "read_journal", "journal_path",
            "default_output", "describe_files"]
@@ -228,9 +228,9 @@ def _run_as_follower(rank: int, plan, reporter: Reporter, plan_kw: dict) -> Resu
 
 def _record_history(rs: ResultSet, reporter: Reporter) -> None:
     try:
-        from gapbench import store
+        from gapbench import history
 
-        store.record(rs)
+        history.record(rs)
     except ImportError:
         pass
     except Exception as e:  # history is a convenience; never lose a run over it

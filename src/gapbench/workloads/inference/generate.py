@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gapbench.workloads import training as tr
+from gapbench.workloads.models import training as tr
 
 # a token passes the reference check when its logit in the reference pass is within this many standard
 # deviations of the row's logits of the best logit there: ties and near-ties rounding may order either way
@@ -279,7 +279,7 @@ def memory_estimate(cfg: dict, batch: int, input_len: int, output_len: int, weig
 
 def model_bytes(cfg: dict, dtype: str) -> float:
     """Weight bytes of the model in this precision (fp8: decoder Linears 1 byte, the rest bf16)."""
-    from gapbench.workloads.llm_train import llama_params
+    from gapbench.workloads.models.llm_train import llama_params
 
     total, matmul = llama_params(cfg)
     lm_head = cfg["vocab_size"] * cfg["hidden_size"]

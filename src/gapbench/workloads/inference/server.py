@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import time
 
-from gapbench.workloads import infer_metrics as im
-from gapbench.workloads import serve_client as sc
+from gapbench.workloads.inference import client as sc
+from gapbench.workloads.inference import metrics as im
 
 PER_DEVICE = ("output_tokens_per_s", "total_tokens_per_s", "goodput_requests_per_s")
 PROMPTS_PER_CONCURRENCY = 10  # prompts per round = 10 × concurrency, as InferenceMAX runs it

@@ -17,8 +17,8 @@ import warnings
 import torch
 import torch.nn.functional as F
 
-from gapbench.measure import TooSlow, time_fn
 from gapbench.results import Measurement
+from gapbench.timing import TooSlow, time_fn
 from gapbench.workloads.base import Context, Variant, Workload
 
 FORMATS = ("csr", "coo", "bsr")

@@ -17,8 +17,8 @@ from __future__ import annotations
 import tempfile
 import time
 
-from gapbench.workloads import infer_metrics as im
-from gapbench.workloads import training as tr
+from gapbench.workloads.inference import metrics as im
+from gapbench.workloads.models import training as tr
 
 INSTALL_HINT = ("install vLLM for this device's stack: pip install vllm (CUDA); ROCm, XPU, TPU and CPU builds: "
                 "https://docs.vllm.ai/en/latest/getting_started/installation/")
@@ -103,7 +103,7 @@ class _Engine:
 
 
 def _measure(w, variant, ctx, engine: _Engine) -> dict:
-    from gapbench.workloads.generate import random_prompts
+    from gapbench.workloads.inference.generate import random_prompts
 
     prm = variant.params
     batch, n_in, n_out = prm["batch_size"], prm["input_len"], prm["output_len"]

@@ -22,8 +22,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
-from gapbench.measure import TooSlow, time_fn, time_once
 from gapbench.results import Measurement
+from gapbench.timing import TooSlow, time_fn, time_once
 from gapbench.workloads.base import Context, Variant, Workload
 
 CURVE_TOL = 0.05  # pointwise gap, as a fraction of the initial fp32 loss

@@ -1,0 +1,18 @@
+"""One run's path: the plan (what to run, typed and checked before any worker starts), the suite (passes over
+the plan's workloads, journaled, resumable), each workload's workers (restarted after a failure); the engine
+runs each variant in its worker and the timing engine times it."""
+
+from gapbench.run.suite import (
+    Interrupted,
+    Reporter,
+    RunPlan,
+    build_plan,
+    default_output,
+    describe_files,
+    journal_path,
+    read_journal,
+    run_suite,
+)
+
+__all__ = ["RunPlan", "Reporter", "Interrupted", "build_plan", "run_suite", "read_journal", "journal_path",
+           "default_output", "describe_files"]

@@ -1,0 +1,1 @@
+"""What tests and demos stand on: a tiny OpenAI-compatible server."""

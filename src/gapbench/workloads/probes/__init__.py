@@ -1,0 +1,1 @@
+"""Probes of the known weak spots: sparse computation, dynamic shapes, mixed-precision training."""
