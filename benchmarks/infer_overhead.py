@@ -24,7 +24,7 @@ from gapbench import devices
 from gapbench.workloads.base import Context
 from gapbench.workloads.inference import generate as gen
 from gapbench.workloads.inference.llm_infer import PRESETS, LlmInfer
-from gapbench.workloads.models import training as tr
+from gapbench.workloads.models.precision import TORCH_DTYPES, default_dtype
 
 
 def plain_loop(model, prompts: torch.Tensor, n_out: int, device, seconds: float) -> float:
@@ -83,9 +83,9 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     device = devices.resolve(args.device)
     device.set_current()
-    dtype = tr.default_dtype(device)
+    dtype = default_dtype(device)
     torch.manual_seed(0)  # the harness builds its model the same way, with the same seed: the same weights
-    model = gen.build_random_llama(PRESETS["tiny"].config, "sdpa", device.torch_device, tr.TORCH_DTYPES[dtype])
+    model = gen.build_random_llama(PRESETS["tiny"].config, "sdpa", device.torch_device, TORCH_DTYPES[dtype])
     prompts = gen.random_prompts(args.batch, args.input_len, PRESETS["tiny"].config["vocab_size"]).to(
         device.torch_device)
     ours, plain = [], []

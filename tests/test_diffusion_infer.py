@@ -10,7 +10,7 @@ from gapbench import devices
 from gapbench.workloads import get
 from gapbench.workloads.base import Context
 from gapbench.workloads.models import diffusion_infer as di
-from gapbench.workloads.models import training as tr
+from gapbench.workloads.models.flops import infer_flops_per_token, peak_tflops
 
 CPU = devices.resolve("cpu")
 
@@ -79,7 +79,7 @@ def test_counted_text_flops_match_the_transformer_formula():
     total = 0.0
     for cfg in (di.SDXL_TEXT_1, di.SDXL_TEXT_2):
         h, i, n_layers, s = cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"], 77
-        total += s * tr.infer_flops_per_token(n_layers * (4 * h * h + 2 * h * i), n_layers, h, s)
+        total += s * infer_flops_per_token(n_layers * (4 * h * h + 2 * h * i), n_layers, h, s)
     total += 2 * di.SDXL_TEXT_2["hidden_size"] * di.SDXL_TEXT_2["projection_dim"]
     assert f["text"] == total
     # a 1024² SDXL UNet evaluation (both CFG halves) is several TFLOPs, the decode about 10
@@ -99,7 +99,7 @@ def test_sdxl_on_a_small_budget_is_too_slow_not_a_hang():
     w = di.DiffusionInfer()
     c = Context(device=CPU, preset="sdxl", budget_s=5, min_time_s=0.05, repeats=3, options={})
     (v,) = w.variants("sdxl", c)
-    if tr.peak_tflops(CPU, v.params["dtype"]) is None:
+    if peak_tflops(CPU, v.params["dtype"]) is None:
         pytest.skip("gapbench knows no peak for this CPU, so no estimate before building SDXL")
     assert v.flops > 30 * 10e12
     m = w.run(v, c)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from gapbench.workloads.models import training as tr
+from gapbench.workloads.models.precision import TORCH_DTYPES, creating_dtype
 
 # a token passes the reference check when its logit in the reference pass is within this many standard
 # deviations of the row's logits of the best logit there: ties and near-ties rounding may order either way
@@ -81,7 +81,7 @@ def build_random_llama(cfg: dict, attention: str, device: torch.device, dtype: t
 
     config = LlamaConfig(**cfg, attn_implementation=attention)
     if fake_mode_active():
-        with torch.device(device), tr.creating_dtype(dtype):
+        with torch.device(device), creating_dtype(dtype):
             model = LlamaForCausalLM(config)
         if fp8_dtype is not None:
             with torch.no_grad():
@@ -286,7 +286,7 @@ def model_bytes(cfg: dict, dtype: str) -> float:
     if dtype == "fp8":
         decoder = matmul - lm_head
         return decoder * 1 + (total - decoder) * 2
-    return total * tr.TORCH_DTYPES[dtype].itemsize
+    return total * TORCH_DTYPES[dtype].itemsize
 
 
 def decode_floor_s(weight_bytes_: float, output_len: int, bandwidth_tbs: float | None) -> float | None:

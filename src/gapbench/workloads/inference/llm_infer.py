@@ -18,8 +18,9 @@ import torch
 from gapbench.results import Measurement
 from gapbench.workloads.base import Context, Variant, Workload
 from gapbench.workloads.inference import metrics as im
-from gapbench.workloads.models import training as tr
 from gapbench.workloads.models.llm_train import LLAMA2_7B, LLAMA2_70B
+from gapbench.workloads.models.memory import release_memory
+from gapbench.workloads.models.precision import TORCH_DTYPES, attention_choice, default_dtype, sdpa_context
 
 # Llama 3 / 3.1 / 3.3 shapes: 128256-token vocabulary, 8 KV heads, rope theta 500000
 LLAMA3_8B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
@@ -231,15 +232,15 @@ class LlmInfer(Workload):
         why = infer_local.precision_problem(device, dtype)
         if why:
             raise ValueError(why)
-        attn_impl, backends = tr.attention_choice({"attention": params["attention"]})
+        attn_impl, backends = attention_choice({"attention": params["attention"]})
         batch, n_in, n_out = params["batch_size"], params["input_len"], params["output_len"]
         dev = device.torch_device
         model = infer_local.build_model(p, dtype, attn_impl, device)  # the measured model (its weights when real)
-        g = gen.StaticGenerator(model, batch, n_in, n_out, dev, tr.TORCH_DTYPES[infer_local.compute_dtype(dtype)])
+        g = gen.StaticGenerator(model, batch, n_in, n_out, dev, TORCH_DTYPES[infer_local.compute_dtype(dtype)])
         prompts = infer_local.prompts_for(batch, n_in, p, device)
 
         def generate() -> list[torch.Tensor]:
-            with tr.sdpa_context(backends):
+            with sdpa_context(backends):
                 steps = g.stream(prompts)
                 columns = [next(steps) for _ in range(n_out)]  # up to the last token on the host: the e2e row
                 steps.close()
@@ -273,7 +274,7 @@ class LlmInfer(Workload):
             reason = f"{type(e).__name__}: {e}{_where(e)}"
         if status == "oom":
             self.models.drop()
-        tr.release_memory(ctx.device)  # outside the except block: only now is the failed try's memory garbage
+        release_memory(ctx.device)  # outside the except block: only now is the failed try's memory garbage
         return self.failure(variant, ctx, status, reason)
 
     def _measure_point(self, variant: Variant, ctx: Context) -> dict[str, Measurement]:
@@ -321,7 +322,7 @@ def _bases(preset: str, p: InferPreset, opts: InferOptions, ctx: Context, length
                   "engine (vLLM's scheduler, all prompts at once)", "dtype": precision,
                   "attention": ctx.options.get("attention") or "sdpa", "compile": bool(ctx.options.get("compile"))}
         if opts.engine == "transformers":
-            tr.attention_choice(ctx.options)  # reject an unknown choice before anything runs
+            attention_choice(ctx.options)  # reject an unknown choice before anything runs
     return [{"model": preset, **engine, "input_len": i, "output_len": o} for i, o in lengths]
 
 
@@ -331,7 +332,7 @@ def choose_dtype(ctx: Context) -> str:
     asked = ctx.options.get("dtype")
     if isinstance(asked, (list, tuple)):
         asked = ",".join(asked)
-    return asked or tr.default_dtype(ctx.device)
+    return asked or default_dtype(ctx.device)
 
 
 def _points(p: InferPreset, opts: InferOptions, ctx: Context, base: dict) -> list[dict]:
@@ -369,7 +370,7 @@ class ModelCache:
     def get(self, key: tuple, build):
         if self.key != key:
             self.model, self.key = None, None
-            tr.release_memory()
+            release_memory()
             self.model = build()
             self.key = key
         return self.model

@@ -17,7 +17,23 @@ from gapbench.devices import available_host_memory
 from gapbench.timing import Budget
 from gapbench.workloads.inference import generate as gen
 from gapbench.workloads.inference import metrics as im
-from gapbench.workloads.models import training as tr
+from gapbench.workloads.models.flops import time_at_peak_s
+from gapbench.workloads.models.memory import (
+    PeakMemory,
+    address_space_headroom,
+    host_memory_shortfall,
+    largest_batch,
+    release_memory,
+)
+from gapbench.workloads.models.precision import (
+    TORCH_DTYPES,
+    attention_choice,
+    is_unavailable_kernel,
+    no_kernel_reason,
+    sdpa_context,
+)
+from gapbench.workloads.models.prepare import missing_dependency
+from gapbench.workloads.models.train import Clock
 
 LOCAL_DTYPES = ("fp32", "bf16", "fp16", "fp8")
 USABLE = 0.9  # share of free memory a batch may plan for
@@ -29,7 +45,7 @@ def usable_memory(device) -> float:
     address-space limit and the host's available memory leave."""
     free = float(device.free_memory())
     if device.backend.host_memory_is_device_memory:
-        headroom = tr.address_space_headroom()
+        headroom = address_space_headroom()
         if headroom is not None:
             free = min(free, headroom)
         free = min(free, available_host_memory())
@@ -61,7 +77,7 @@ def precision_problem(device, dtype: str) -> str:
 def memory_shortfall(need: float, device) -> str:
     """'' when `need` bytes should fit, else the reason (the estimate and what the device has)."""
     if device.backend.host_memory_is_device_memory:
-        return tr.host_memory_shortfall(need, device)
+        return host_memory_shortfall(need, device)
     total = device.total_memory
     if need > total:
         return (f"needs about {need / 2**30:.1f} GiB (weights, static KV cache, prefill activations); the device "
@@ -75,7 +91,7 @@ def time_floor_s(cfg: dict, batch: int, input_len: int, output_len: int, dtype: 
     from gapbench.workloads.models.llm_train import llama_params
 
     _, matmul = llama_params(cfg)
-    prefill = tr.time_at_peak_s(2.0 * matmul * batch * input_len, device, dtype)
+    prefill = time_at_peak_s(2.0 * matmul * batch * input_len, device, dtype)
     bandwidth = None
     try:
         from gapbench.specs import peak_bandwidth_tbs
@@ -92,7 +108,7 @@ def time_floor_s(cfg: dict, batch: int, input_len: int, output_len: int, dtype: 
 def measure(w, variant, ctx, preset, opts) -> dict:
     """Every row of one point (a dict metric -> Measurement), or the point's failure."""
     prm = variant.params
-    missing = tr.missing_dependency("transformers")
+    missing = missing_dependency("transformers")
     if missing:
         return w.failure(variant, ctx, "unsupported", missing)
     why = precision_problem(ctx.device, prm["dtype"])
@@ -113,13 +129,13 @@ def measure(w, variant, ctx, preset, opts) -> dict:
                              f"{budget.min_repeats + 2} and the budget is {budget.seconds:.0f} s",
                              metrics={"estimated_time_per_iter_s": floor, "estimate_basis": "dense peak and memory "
                                       "bandwidth", "estimated_value": batch * n_out / floor})
-    attn_impl, backends = tr.attention_choice({"attention": prm["attention"]})
+    attn_impl, backends = attention_choice({"attention": prm["attention"]})
     try:
-        with tr.sdpa_context(backends):
+        with sdpa_context(backends):
             return _measure(w, variant, ctx, preset, budget, attn_impl)
     except RuntimeError as e:
-        if tr.is_unavailable_kernel(e):
-            return w.failure(variant, ctx, "unsupported", tr.no_kernel_reason(prm["attention"], ctx.device))
+        if is_unavailable_kernel(e):
+            return w.failure(variant, ctx, "unsupported", no_kernel_reason(prm["attention"], ctx.device))
         raise
 
 
@@ -128,13 +144,13 @@ def build_model(preset, dtype: str, attn_impl: str, device) -> torch.nn.Module:
     torch.manual_seed(0)
     fp8 = device.fp8_e4m3() if dtype == "fp8" else None
     return gen.build_random_llama(preset.config, attn_impl, device.torch_device,
-                                  tr.TORCH_DTYPES[compute_dtype(dtype)], fp8)
+                                  TORCH_DTYPES[compute_dtype(dtype)], fp8)
 
 
 def _measure(w, variant, ctx, preset, budget: Budget, attn_impl: str) -> dict:
     prm, device = variant.params, ctx.device
     dtype = prm["dtype"]
-    memory = tr.PeakMemory(device)
+    memory = PeakMemory(device)
     built = time.perf_counter()
     model = w.models.get((ctx.preset, dtype, attn_impl, str(device)),
                          lambda: build_model(preset, dtype, attn_impl, device))
@@ -161,7 +177,7 @@ def _measure(w, variant, ctx, preset, budget: Budget, attn_impl: str) -> dict:
 def _largest_batch(model, preset, prm: dict, device) -> tuple[int, list]:
     """The largest batch whose prefill (with the whole static cache allocated) runs: the offline point."""
     n_in, n_out = prm["input_len"], prm["output_len"]
-    cdt = tr.TORCH_DTYPES[compute_dtype(prm["dtype"])]
+    cdt = TORCH_DTYPES[compute_dtype(prm["dtype"])]
     # the model is built: what is free is for the batches (the estimate per sequence, without the weights)
     per_sequence = batch_bytes(preset.config, 1, n_in, n_out, prm["dtype"]) - gen.model_bytes(preset.config,
                                                                                              prm["dtype"])
@@ -179,8 +195,8 @@ def _largest_batch(model, preset, prm: dict, device) -> tuple[int, list]:
         finally:
             del g
 
-    search = tr.largest_batch(try_batch, start, device=device)
-    tr.release_memory(device)
+    search = largest_batch(try_batch, start, device=device)
+    release_memory(device)
     return search.batch_size, [list(t) for t in search.tried]
 
 
@@ -194,13 +210,13 @@ def _measure_batch(w, variant, ctx, model, preset, batch: int, budget: Budget, m
     n_in, n_out = prm["input_len"], prm["output_len"]
     prompts = prompts_for(batch, n_in, preset, device)
     g = gen.StaticGenerator(model, batch, n_in, n_out, device.torch_device,
-                            tr.TORCH_DTYPES[compute_dtype(prm["dtype"])], compile=prm["compile"])
-    clock = tr.Clock(budget.seconds)
+                            TORCH_DTYPES[compute_dtype(prm["dtype"])], compile=prm["compile"])
+    clock = Clock(budget.seconds)
     metrics = dict(common, batch_size=batch, timer="host clock when each token reaches the host")
     cold = g(prompts, device.synchronize)
     metrics["first_run_s"] = cold.token_times[-1] - cold.start
     if prm["compile"]:
-        clock = tr.Clock(budget.seconds)  # compilation is a one-off, in first_run_s, not held to the budget
+        clock = Clock(budget.seconds)  # compilation is a one-off, in first_run_s, not held to the budget
     wrong = _check(model, prompts, cold, prm["dtype"])
     if wrong:
         return w.failure(variant, ctx, "wrong_result", wrong, metrics=metrics)

@@ -18,7 +18,7 @@ import tempfile
 import time
 
 from gapbench.workloads.inference import metrics as im
-from gapbench.workloads.models import training as tr
+from gapbench.workloads.models.prepare import missing_dependency
 
 INSTALL_HINT = ("install vLLM for this device's stack: pip install vllm (CUDA); ROCm, XPU, TPU and CPU builds: "
                 "https://docs.vllm.ai/en/latest/getting_started/installation/")
@@ -58,7 +58,7 @@ def _value(raw: str):
 
 
 def measure(w, variant, ctx, preset, opts) -> dict:
-    missing = vllm_missing() or tr.missing_dependency("transformers")
+    missing = vllm_missing() or missing_dependency("transformers")
     if missing:
         return w.failure(variant, ctx, "unsupported", missing)
     prm = variant.params

@@ -14,7 +14,22 @@ import torch
 
 from gapbench.results import Measurement
 from gapbench.workloads.base import Context, Variant, Workload
-from gapbench.workloads.models import training as tr
+from gapbench.workloads.models.flops import train_flops_per_token
+from gapbench.workloads.models.memory import (
+    activation_bytes_per_sample,
+    auto_batch_ceiling,
+    host_memory_shortfall,
+    training_state_bytes,
+)
+from gapbench.workloads.models.precision import (
+    attention_choice,
+    batch_option,
+    choose_precision,
+    creating_dtype,
+    precision_unsupported,
+)
+from gapbench.workloads.models.prepare import prepare
+from gapbench.workloads.models.train import TrainingJob, TrainStep, train
 
 BERT_LARGE = dict(vocab_size=30522, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
                   intermediate_size=4096, max_position_embeddings=512, type_vocab_size=2, num_labels=2)
@@ -54,7 +69,7 @@ def bert_params(cfg: dict) -> tuple[int, int, int]:
 
 def bert_train_flops(cfg: dict, batch: int, seq: int) -> float:
     _, per_token, per_sequence = bert_params(cfg)
-    per_tok = tr.train_flops_per_token(per_token, cfg["num_hidden_layers"], cfg["hidden_size"], seq)
+    per_tok = train_flops_per_token(per_token, cfg["num_hidden_layers"], cfg["hidden_size"], seq)
     return batch * seq * per_tok + batch * 6.0 * per_sequence
 
 
@@ -72,7 +87,7 @@ def build_bert(cfg: dict, attention: str, device: torch.device, dtype: torch.dty
     from transformers import BertConfig, BertForSequenceClassification
 
     config = BertConfig(**cfg, attn_implementation=attention)
-    with torch.device(device), tr.creating_dtype(dtype):
+    with torch.device(device), creating_dtype(dtype):
         return BertForSequenceClassification(config)
 
 
@@ -87,9 +102,9 @@ class BertFinetune(Workload):
 
     def variants(self, preset: str, ctx: Context) -> list[Variant]:
         p = _preset(preset)
-        precision = tr.choose_precision(ctx.device, ctx.options)
-        tr.attention_choice(ctx.options)
-        batch = tr.batch_option(ctx.options, p.batch_size)
+        precision = choose_precision(ctx.device, ctx.options)
+        attention_choice(ctx.options)
+        batch = batch_option(ctx.options, p.batch_size)
         params = {"model": preset, "layers": p.config["num_hidden_layers"], "hidden": p.config["hidden_size"],
                   "seq_len": p.seq_len, "batch_size": batch, "dtype": precision.dtype, "weights": precision.weights,
                   "attention": ctx.options.get("attention") or "sdpa", "compile": bool(ctx.options.get("compile"))}
@@ -97,7 +112,7 @@ class BertFinetune(Workload):
         return [Variant(params, flops=flops)]
 
     def run(self, variant: Variant, ctx: Context) -> Measurement:
-        prep = tr.prepare(self, variant, ctx, "transformers")
+        prep = prepare(self, variant, ctx, "transformers")
         if isinstance(prep, Measurement):
             return prep
         precision, attn_impl, backends = prep.precision, prep.attn_impl, prep.sdpa_backends
@@ -105,11 +120,11 @@ class BertFinetune(Workload):
         prm = variant.params
         cfg, seq, dev = p.config, p.seq_len, ctx.device.torch_device
         total, per_token, per_sequence = bert_params(cfg)
-        act = tr.activation_bytes_per_sample(seq, cfg["hidden_size"], cfg["num_hidden_layers"],
+        act = activation_bytes_per_sample(seq, cfg["hidden_size"], cfg["num_hidden_layers"],
                                              cfg["num_attention_heads"], precision.weight_dtype.itemsize,
                                              scores=prm["attention"] in ("eager", "math"))
-        states = tr.training_state_bytes(total, precision)
-        short = tr.host_memory_shortfall(states + act * (1 if prm["batch_size"] == "auto" else prm["batch_size"]),
+        states = training_state_bytes(total, precision)
+        short = host_memory_shortfall(states + act * (1 if prm["batch_size"] == "auto" else prm["batch_size"]),
                                          ctx.device)
         if short:
             return self.failed(variant, ctx, "oom", short)
@@ -123,17 +138,17 @@ class BertFinetune(Workload):
                 batches[b] = synthetic_batch(b, seq, cfg["vocab_size"], dev, gen)
             return batches[b]
 
-        job = tr.TrainingJob(
+        job = TrainingJob(
             build_model=lambda: build_bert(cfg, attn_impl, dev, precision.weight_dtype),
             make_batch=make_batch,
             flops_per_step=lambda b: bert_train_flops(cfg, b, seq),
             work_per_step=lambda b: b,
             batch_size=prm["batch_size"],
-            auto_ceiling=lambda: tr.auto_batch_ceiling(act, states, ctx.device),
+            auto_ceiling=lambda: auto_batch_ceiling(act, states, ctx.device),
             precision=precision, lr=p.lr, sdpa_backends=backends, compile=prm["compile"],
             metrics={"params": total, "matmul_params_per_token": per_token,
                      "matmul_params_per_sequence": per_sequence, "tokens_per_sequence": seq})
-        return tr.train(self, variant, ctx, job)
+        return train(self, variant, ctx, job)
 
     def build_step(self, preset: str, device: torch.device) -> Callable[[], None]:
         """One forward+backward of the preset's model and batch, every tensor created on `device`."""
@@ -152,17 +167,17 @@ class BertFinetune(Workload):
         `device` (a gapbench Device); works under FakeTensorMode (the shape trace of gapbench assess)."""
         p = _preset(preset)
         opts = options or {}
-        precision = tr.choose_precision(device, opts)
-        why = tr.precision_unsupported(device, precision)
+        precision = choose_precision(device, opts)
+        why = precision_unsupported(device, precision)
         if why:
             raise ValueError(why)
-        attn_impl, backends = tr.attention_choice(opts)
-        batch = tr.batch_option(opts, p.batch_size)
+        attn_impl, backends = attention_choice(opts)
+        batch = batch_option(opts, p.batch_size)
         if batch == "auto":
             raise ValueError("--batch-size auto is found by running out of memory; give a number to trace")
         dev = device.torch_device
         model = build_bert(p.config, attn_impl, dev, precision.weight_dtype)
-        return tr.TrainStep(model, synthetic_batch(batch, p.seq_len, p.config["vocab_size"], dev), device, precision,
+        return TrainStep(model, synthetic_batch(batch, p.seq_len, p.config["vocab_size"], dev), device, precision,
                             p.lr, backends)
 
 

@@ -20,7 +20,20 @@ import torch
 
 from gapbench.results import Measurement
 from gapbench.workloads.base import Context, Variant, Workload
-from gapbench.workloads.models import training as tr
+from gapbench.workloads.models.flops import count_flops, mfu, peak_tflops, time_at_peak_s, too_slow_at_peak
+from gapbench.workloads.models.memory import PeakMemory, host_memory_shortfall, largest_batch, release_memory
+from gapbench.workloads.models.precision import (
+    attention_choice,
+    batch_option,
+    choose_precision,
+    creating_dtype,
+    is_unavailable_kernel,
+    no_kernel_reason,
+    precision_unsupported,
+    sdpa_context,
+)
+from gapbench.workloads.models.prepare import missing_dependency, prepare
+from gapbench.workloads.models.train import Clock
 
 SDXL_UNET = {
     "act_fn": "silu", "addition_embed_type": "text_time", "addition_embed_type_num_heads": 64,
@@ -98,14 +111,14 @@ class Pipeline:
         # SDXL's VAE overflows in fp16; the pipeline upcasts it (force_upcast)
         self.vae_dtype = torch.float32 if dtype == torch.float16 and p.vae.get("force_upcast") else dtype
         with torch.device(device):
-            with tr.creating_dtype(dtype):
+            with creating_dtype(dtype):
                 self.unet = UNet2DConditionModel.from_config(p.unet).eval()
                 if not unet_only:
                     self.text_1 = CLIPTextModel(CLIPTextConfig(**p.text_1, attn_implementation=attention)).eval()
                     self.text_2 = CLIPTextModelWithProjection(
                         CLIPTextConfig(**p.text_2, attn_implementation=attention)).eval()
             if not unet_only:
-                with tr.creating_dtype(self.vae_dtype):
+                with creating_dtype(self.vae_dtype):
                     self.vae = AutoencoderKL.from_config(p.vae).eval()
         if attention == "eager":
             self.unet.set_attn_processor(AttnProcessor())
@@ -145,7 +158,7 @@ class Pipeline:
     def guided_noise(self, x: torch.Tensor, t, cond) -> torch.Tensor:
         """The UNet on both halves of the guidance batch, combined with the guidance scale."""
         prompt, pooled, time_ids = cond
-        with tr.sdpa_context(self.sdpa_backends):
+        with sdpa_context(self.sdpa_backends):
             noise = self.run_unet(x, t, encoder_hidden_states=prompt,
                                   added_cond_kwargs={"text_embeds": pooled, "time_ids": time_ids}).sample
         uncond, text = noise.chunk(2)
@@ -160,7 +173,7 @@ class Pipeline:
 
     def decode(self, latents: torch.Tensor) -> torch.Tensor:
         z = latents.to(self.vae_dtype) / self.vae.config.scaling_factor
-        with tr.sdpa_context(self.sdpa_backends):
+        with sdpa_context(self.sdpa_backends):
             return self.vae.decode(z).sample
 
     def __call__(self, steps: int) -> torch.Tensor:
@@ -187,13 +200,13 @@ def stage_flops(preset: str, batch: int) -> dict[str, float]:
     pipe.set_batch(batch)
     with torch.no_grad():
         cond_holder = {}
-        text = tr.count_flops(lambda: cond_holder.setdefault("c", pipe.encode()))
+        text = count_flops(lambda: cond_holder.setdefault("c", pipe.encode()))
         cond = cond_holder["c"]
         lat = torch.empty(batch, p.unet["in_channels"], pipe.latent, pipe.latent, device="meta")
         t = torch.tensor(999.0, device="meta")
-        unet = tr.count_flops(lambda: pipe.unet(torch.cat([lat, lat]), t, encoder_hidden_states=cond[0],
+        unet = count_flops(lambda: pipe.unet(torch.cat([lat, lat]), t, encoder_hidden_states=cond[0],
                                                 added_cond_kwargs={"text_embeds": cond[1], "time_ids": cond[2]}))
-        vae = tr.count_flops(lambda: pipe.vae.decode(lat).sample)
+        vae = count_flops(lambda: pipe.vae.decode(lat).sample)
     return {"text": text, "unet_step": unet, "vae": vae}
 
 
@@ -221,9 +234,9 @@ class DiffusionInfer(Workload):
 
     def variants(self, preset: str, ctx: Context) -> list[Variant]:
         p = _preset(preset)
-        precision = tr.choose_precision(ctx.device, ctx.options, training=False)
-        tr.attention_choice(ctx.options)
-        batch = tr.batch_option(ctx.options, p.batch_size)
+        precision = choose_precision(ctx.device, ctx.options, training=False)
+        attention_choice(ctx.options)
+        batch = batch_option(ctx.options, p.batch_size)
         steps = int(ctx.options.get("steps") or p.steps)
         if steps < 1:
             raise ValueError(f"steps must be at least 1, not {steps}")
@@ -231,14 +244,14 @@ class DiffusionInfer(Workload):
                   "scheduler": "euler", "batch_size": batch, "dtype": precision.dtype,
                   "attention": ctx.options.get("attention") or "sdpa", "compile": bool(ctx.options.get("compile"))}
         flops = None
-        if batch != "auto" and not tr.missing_dependency("diffusers", "transformers"):
+        if batch != "auto" and not missing_dependency("diffusers", "transformers"):
             flops = pipeline_flops(preset, batch, steps)
         return [Variant(params, flops=flops)]
 
     def run(self, variant: Variant, ctx: Context) -> Measurement:
         from gapbench.timing import TooSlow, time_fn, time_once
 
-        prep = tr.prepare(self, variant, ctx, "transformers", "diffusers")
+        prep = prepare(self, variant, ctx, "transformers", "diffusers")
         if isinstance(prep, Measurement):
             return prep
         precision, attn_impl, backends = prep.precision, prep.attn_impl, prep.sdpa_backends
@@ -246,17 +259,17 @@ class DiffusionInfer(Workload):
         prm = variant.params
         steps, device = prm["steps"], ctx.device
         counts = params_of(ctx.preset)
-        short = tr.host_memory_shortfall(sum(counts.values()) * precision.torch_dtype.itemsize + 2 * 2**30, device)
+        short = host_memory_shortfall(sum(counts.values()) * precision.torch_dtype.itemsize + 2 * 2**30, device)
         if short:
             return self.failed(variant, ctx, "oom", short)
 
         if prm["batch_size"] != "auto":  # even at the dense peak, would five calls fit the budget?
-            floor = tr.time_at_peak_s(pipeline_flops(ctx.preset, prm["batch_size"], steps), device,
+            floor = time_at_peak_s(pipeline_flops(ctx.preset, prm["batch_size"], steps), device,
                                       precision.peak_dtype(device))
             if floor is not None and floor * 5 > ctx.budget_s:
-                return tr.too_slow_at_peak(self, variant, ctx, floor, precision.peak_dtype(device))
-        clock = tr.Clock(ctx.budget_s)
-        memory = tr.PeakMemory(device)
+                return too_slow_at_peak(self, variant, ctx, floor, precision.peak_dtype(device))
+        clock = Clock(ctx.budget_s)
+        memory = PeakMemory(device)
         memory.reset()
         torch.manual_seed(0)
         try:
@@ -278,11 +291,11 @@ class DiffusionInfer(Workload):
                         pipe.decode(pipe.denoise(pipe.encode(), 1))
                     device.synchronize()
 
-                search = tr.largest_batch(try_batch, 64 if device.is_accelerator else 4, device=device)
-                tr.release_memory(device)
+                search = largest_batch(try_batch, 64 if device.is_accelerator else 4, device=device)
+                release_memory(device)
                 memory.reset()  # the failed tries' allocations are not this batch's peak
                 # a batch that fitted can stop fitting once memory is fragmented: keep backing off
-                again = tr.largest_batch(probe, search.batch_size, refine=0, device=device)
+                again = largest_batch(probe, search.batch_size, refine=0, device=device)
                 batch = again.batch_size
                 metrics["auto_batch_tried"] = [list(t) for t in search.tried + again.tried]
             else:
@@ -296,7 +309,7 @@ class DiffusionInfer(Workload):
             metrics["first_call_stages_s"] = cold
             estimate = cold["text_s"] + steps * cold["unet_step_s"] + cold["vae_s"]
             if prm["compile"]:
-                clock = tr.Clock(ctx.budget_s)  # compilation is a one-off, recorded in first_step_s
+                clock = Clock(ctx.budget_s)  # compilation is a one-off, recorded in first_step_s
             if estimate * 5 > clock.left():  # time_fn needs a probe, a warm-up call and three repeats
                 warm_unet = _stage_times(pipe, device, time_once, steps=1)["unet_step_s"]
                 estimate = cold["text_s"] + steps * warm_unet + cold["vae_s"]
@@ -313,8 +326,8 @@ class DiffusionInfer(Workload):
             except TooSlow as e:
                 return self.too_slow(variant, ctx, e.estimate_s, batch)
         except RuntimeError as e:
-            if tr.is_unavailable_kernel(e):
-                return self.failed(variant, ctx, "unsupported", tr.no_kernel_reason(prm["attention"], ctx.device))
+            if is_unavailable_kernel(e):
+                return self.failed(variant, ctx, "unsupported", no_kernel_reason(prm["attention"], ctx.device))
             raise
         image = last["image"]
         expect = (batch, p.vae["out_channels"], p.image_size, p.image_size)
@@ -332,9 +345,9 @@ class DiffusionInfer(Workload):
             metrics["stages_s"] = cold
             metrics["stages_source"] = "cold probe (budget left no instrumented call)"
         achieved = flops / timing.median_s
-        peak = tr.peak_tflops(device, precision.peak_dtype(device))
+        peak = peak_tflops(device, precision.peak_dtype(device))
         metrics.update(steady_call_s=timing.median_s, achieved_tflops=achieved * 1e-12, peak_tflops=peak,
-                       peak_dtype=precision.peak_dtype(device), mfu=tr.mfu(achieved, peak), peak_memory_source=memory.source,
+                       peak_dtype=precision.peak_dtype(device), mfu=mfu(achieved, peak), peak_memory_source=memory.source,
                        image_std=float(image.float().std()))
         return self.throughput(variant, ctx, timing, batch, metrics=metrics, peak_memory_bytes=memory.peak())
 
@@ -364,12 +377,12 @@ class DiffusionInfer(Workload):
         (scale the input; x + (x − (x − σ·ε))/σ · dσ, in float32) and placeholder sigmas."""
         p = _preset(preset)
         opts = options or {}
-        precision = tr.choose_precision(device, opts, training=False)
-        why = tr.precision_unsupported(device, precision)
+        precision = choose_precision(device, opts, training=False)
+        why = precision_unsupported(device, precision)
         if why:
             raise ValueError(why)
-        attn_impl, backends = tr.attention_choice(opts)
-        batch = tr.batch_option(opts, p.batch_size)
+        attn_impl, backends = attention_choice(opts)
+        batch = batch_option(opts, p.batch_size)
         if batch == "auto":
             raise ValueError("--batch-size auto is found by running out of memory; give a number to trace")
         steps = int(opts.get("steps") or p.steps)

@@ -16,7 +16,22 @@ import torch
 
 from gapbench.results import Measurement
 from gapbench.workloads.base import Context, Variant, Workload
-from gapbench.workloads.models import training as tr
+from gapbench.workloads.models.flops import train_flops_per_token
+from gapbench.workloads.models.memory import (
+    activation_bytes_per_sample,
+    auto_batch_ceiling,
+    host_memory_shortfall,
+    training_state_bytes,
+)
+from gapbench.workloads.models.precision import (
+    attention_choice,
+    batch_option,
+    choose_precision,
+    creating_dtype,
+    precision_unsupported,
+)
+from gapbench.workloads.models.prepare import prepare
+from gapbench.workloads.models.train import TrainingJob, TrainStep, train
 
 LLAMA2_7B = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
                  num_attention_heads=32, num_key_value_heads=32, max_position_embeddings=4096, rms_norm_eps=1e-5)
@@ -74,7 +89,7 @@ def llama_params(cfg: dict) -> tuple[int, int]:
 
 def llama_train_flops_per_token(cfg: dict, seq: int) -> float:
     _, matmul = llama_params(cfg)
-    return tr.train_flops_per_token(matmul, cfg["num_hidden_layers"], cfg["hidden_size"], seq)
+    return train_flops_per_token(matmul, cfg["num_hidden_layers"], cfg["hidden_size"], seq)
 
 
 def synthetic_tokens(batch: int, seq: int, vocab: int, device: torch.device | str,
@@ -90,7 +105,7 @@ def build_llama(cfg: dict, attention: str, device: torch.device, dtype: torch.dt
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(**cfg, attn_implementation=attention, use_cache=False)
-    with torch.device(device), tr.creating_dtype(dtype):
+    with torch.device(device), creating_dtype(dtype):
         model = LlamaForCausalLM(config)
     if checkpointing:
         if hasattr(model, "activation_checkpointing_enable"):  # transformers >= 5
@@ -111,10 +126,10 @@ class LlmTrain(Workload):
 
     def variants(self, preset: str, ctx: Context) -> list[Variant]:
         p = _preset(preset)
-        precision = tr.choose_precision(ctx.device, ctx.options, low_memory_weights=p.low_memory_weights)
+        precision = choose_precision(ctx.device, ctx.options, low_memory_weights=p.low_memory_weights)
         attention = ctx.options.get("attention") or "sdpa"
-        tr.attention_choice(ctx.options)  # reject an unknown choice here, before anything is built
-        batch = tr.batch_option(ctx.options, p.batch_size)
+        attention_choice(ctx.options)  # reject an unknown choice here, before anything is built
+        batch = batch_option(ctx.options, p.batch_size)
         params = {"model": preset, "layers": p.config["num_hidden_layers"], "hidden": p.config["hidden_size"],
                   "seq_len": p.seq_len, "batch_size": batch, "dtype": precision.dtype, "weights": precision.weights,
                   "attention": attention, "compile": bool(ctx.options.get("compile")),
@@ -123,7 +138,7 @@ class LlmTrain(Workload):
         return [Variant(params, flops=flops)]
 
     def run(self, variant: Variant, ctx: Context) -> Measurement:
-        prep = tr.prepare(self, variant, ctx, "transformers")
+        prep = prepare(self, variant, ctx, "transformers")
         if isinstance(prep, Measurement):
             return prep
         precision, attn_impl, backends = prep.precision, prep.attn_impl, prep.sdpa_backends
@@ -132,12 +147,12 @@ class LlmTrain(Workload):
         cfg, seq, dev = p.config, p.seq_len, ctx.device.torch_device
         total, matmul = llama_params(cfg)
         flops_per_token = llama_train_flops_per_token(cfg, seq)
-        act = tr.activation_bytes_per_sample(seq, cfg["hidden_size"], cfg["num_hidden_layers"],
+        act = activation_bytes_per_sample(seq, cfg["hidden_size"], cfg["num_hidden_layers"],
                                              cfg["num_attention_heads"], precision.weight_dtype.itemsize,
                                              cfg["vocab_size"], p.checkpointing,
                                              scores=prm["attention"] in ("eager", "math"))
-        states = tr.training_state_bytes(total, precision)
-        short = tr.host_memory_shortfall(states + act * (1 if prm["batch_size"] == "auto" else prm["batch_size"]),
+        states = training_state_bytes(total, precision)
+        short = host_memory_shortfall(states + act * (1 if prm["batch_size"] == "auto" else prm["batch_size"]),
                                          ctx.device)
         if short:
             return self.failed(variant, ctx, "oom", short)
@@ -153,15 +168,15 @@ class LlmTrain(Workload):
 
         metrics = {"params": total, "matmul_params": matmul, "flops_per_token": flops_per_token,
                    "tokens_per_sequence": seq}
-        job = tr.TrainingJob(
+        job = TrainingJob(
             build_model=lambda: build_llama(cfg, attn_impl, dev, precision.weight_dtype, p.checkpointing),
             make_batch=make_batch,
             flops_per_step=lambda b: b * seq * flops_per_token,
             work_per_step=lambda b: b * seq,
             batch_size=prm["batch_size"],
-            auto_ceiling=lambda: tr.auto_batch_ceiling(act, states, ctx.device),
+            auto_ceiling=lambda: auto_batch_ceiling(act, states, ctx.device),
             precision=precision, lr=p.lr, sdpa_backends=backends, compile=prm["compile"], metrics=metrics)
-        m = tr.train(self, variant, ctx, job)
+        m = train(self, variant, ctx, job)
         if p.full_config is not None and m.ok:
             m.metrics.update(_full_model_estimate(p, m.metrics["achieved_tflops"] * 1e12))
         return m
@@ -185,18 +200,18 @@ class LlmTrain(Workload):
         Works under FakeTensorMode: a step-time prediction traces it for shapes (gapbench assess)."""
         p = _preset(preset)
         opts = options or {}
-        precision = tr.choose_precision(device, opts, low_memory_weights=p.low_memory_weights)
-        why = tr.precision_unsupported(device, precision)
+        precision = choose_precision(device, opts, low_memory_weights=p.low_memory_weights)
+        why = precision_unsupported(device, precision)
         if why:
             raise ValueError(why)
-        attn_impl, backends = tr.attention_choice(opts)
-        batch = tr.batch_option(opts, p.batch_size)
+        attn_impl, backends = attention_choice(opts)
+        batch = batch_option(opts, p.batch_size)
         if batch == "auto":
             raise ValueError("--batch-size auto is found by running out of memory; give a number to trace")
         dev = device.torch_device
         model = build_llama(p.config, attn_impl, dev, precision.weight_dtype, p.checkpointing)
         ids = synthetic_tokens(batch, p.seq_len, p.config["vocab_size"], dev)
-        return tr.TrainStep(model, {"input_ids": ids, "labels": ids}, device, precision, p.lr, backends)
+        return TrainStep(model, {"input_ids": ids, "labels": ids}, device, precision, p.lr, backends)
 
 
 def _full_model_estimate(p: LlmPreset, achieved_flops_per_s: float) -> dict:
