@@ -26,7 +26,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-from dataclasses import replace
 from pathlib import Path
 
 from gapbench.compare import compare
@@ -46,12 +45,14 @@ def first_run(rs: ResultSet) -> ResultSet:
     ms = []
     for m in rs.measurements:
         if m.ok and m.runs and m.metrics.get("run_stats") and m.metrics["run_stats"][0]:
-            s = Stats.from_dict(m.metrics["run_stats"][0])
+            s = Stats.read(m.metrics["run_stats"][0])
             watch = (m.host_watch or {}).get("runs", [None])[0]
-            ms.append(replace(m, value=m.runs[0], runs=None, stats=s, host_watch=watch))
+            ms.append(m.replace(value=m.runs[0], runs=None, stats=s, host_watch=watch))
         else:
             ms.append(m)
-    return ResultSet(**{**rs.__dict__, "measurements": ms, "run_id": rs.run_id + "-first"})
+    first = rs.model_copy(update={"measurements": ms, "run_id": rs.run_id + "-first"})
+    first.path = rs.path
+    return first
 
 
 def within_run_verdict(a, b) -> bool | None:

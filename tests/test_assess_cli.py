@@ -67,7 +67,8 @@ def test_a_malformed_results_file_is_one_line_and_exit_2(tmp_path):
 def _rates(path: Path, gemm_tflops: float, per_op_us: float) -> Path:
     def m(workload, variant, value, unit, hib=True, **kw):
         return Measurement(workload=workload, variant=variant, value=value, unit=unit, higher_is_better=hib,
-                           stats=Stats(value, 0.0, value, value, 7, (value, value), value, 0.0), **kw)
+                           stats=Stats(median=value, iqr=0.0, min=value, max=value, n=7, ci95=(value, value), mean=value,
+                                       stdev=0.0), **kw)
 
     rs = ResultSet(host={}, device={"type": "cpu", "product": f"CPU {per_op_us} us"}, measurements=[
         m("gemm", {"dtype": "fp32", "m": 256, "n": 256, "k": 256}, gemm_tflops, "TFLOP/s"),

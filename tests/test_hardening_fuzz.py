@@ -18,7 +18,7 @@ from gapbench.errors import ResultFileError
 from gapbench.results import load
 
 BASE = result_set([gemm(1.0), membw(10.0), gemm(None, dtype="tf32", status="unsupported", reason="no TF32")],
-                  label="fuzz").to_dict()
+                  label="fuzz").model_dump(mode="json")
 BASE["frameworks"] = [{"framework": "torch", "version": "2.13", "status": "works", "device": "cpu", "reason": ""}]
 BASE["coverage"] = {"summary": {"total": 3, "native": 2, "skipped": 0, "native_pct": 66.7},
                     "ops": [{"op": "abs", "variant": "", "dtype": "float32", "status": "native", "family": "unary"}]}

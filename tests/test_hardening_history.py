@@ -104,7 +104,7 @@ def test_reading_a_history_that_does_not_exist_creates_nothing(tmp_path, capsys)
 
 AS_NOBODY = """
 import io, os, sys
-import gapbench.cli, gapbench.report.kit, gapbench.report.runs, gapbench.schema, gapbench.history, pydantic_core
+import gapbench.cli, gapbench.report.kit, gapbench.report.runs, gapbench.results.records, gapbench.history, pydantic_core
 from rich.console import Console
 Console(file=io.StringIO()).print(gapbench.report.kit.rich_table(gapbench.report.kit.Table(["a"], [["b"]])))
 gapbench.cli.build_parser()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from gapbench.stats import quantile
 from gapbench.workloads.inference import metrics as im
 
 
@@ -71,7 +72,7 @@ def test_summarize_gives_each_metric_its_stats_over_rounds():
 
 
 def test_percentile_is_linear_between_order_statistics():
-    assert im.percentile([4, 1, 3, 2], 50) == pytest.approx(2.5)
-    assert im.percentile([1, 2, 3, 4, 5], 90) == pytest.approx(4.6)
+    assert quantile([4, 1, 3, 2], 0.5) == pytest.approx(2.5)
+    assert quantile([1, 2, 3, 4, 5], 0.9) == pytest.approx(4.6)
     with pytest.raises(ValueError):
-        im.percentile([], 50)
+        quantile([], 0.5)

@@ -56,7 +56,7 @@ def test_workload_without_its_dependency_is_unsupported_in_process(tmp_path, blo
         w = get({workload!r})
         c = Context(device=devices.resolve("cpu"), preset="tiny", budget_s=30, options={{}})
         (v,) = w.variants("tiny", c)
-        print(json.dumps(w.run(v, c).to_dict()))
+        print(json.dumps(w.run(v, c).model_dump(mode="json")))
     """)
     out = subprocess.run([sys.executable, "-c", code], env=_env(tmp_path, blocked), capture_output=True,
                          text=True, timeout=120)

@@ -3,8 +3,9 @@ import os
 
 import pytest
 
+from conftest import REPO
 from gapbench.errors import ResultFileError
-from gapbench.results import SCHEMA_VERSION, Measurement, ResultSet, load, save
+from gapbench.results import SCHEMA_VERSION, Measurement, ResultSet, is_results_file, load, save
 from gapbench.stats import Stats
 
 
@@ -22,7 +23,7 @@ def test_round_trip_keeps_every_field(tmp_path):
     p = tmp_path / "r.json"
     save(rs, p)
     back = load(p)
-    assert back.to_dict() == json.loads(p.read_text())
+    assert back.model_dump(mode="json") == json.loads(p.read_text())
     assert back.measurements[0].stats == rs.measurements[0].stats
     assert back.measurements[0].metrics == {"nan": None}  # JSON has no NaN
     assert back.measurements[1].status == "unsupported" and back.measurements[1].value is None
@@ -48,7 +49,7 @@ def test_save_is_atomic_and_leaves_no_temporary_files(tmp_path):
     (lambda d: d["measurements"][0].update(stats={"median": 1}), "measurements[0].stats"),
 ])
 def test_malformed_files_are_rejected_naming_file_and_field(tmp_path, mutate, field):
-    d = _rs().to_dict()
+    d = _rs().model_dump(mode="json")
     mutate(d)
     p = tmp_path / "bad.json"
     p.write_text(json.dumps(d))
@@ -72,3 +73,16 @@ def test_measurement_invariants():
         Measurement(workload="w", variant={}, unit="u", status="ok", value=None)
     with pytest.raises(ValueError):
         Measurement(workload="w", variant={}, unit="u", status="error", reason="")
+
+
+def test_every_results_file_shipped_in_results_loads_and_writes_back_the_same(tmp_path):
+    """Results files written by earlier versions load with today's records, and written again they read the same."""
+    files = [p for p in sorted((REPO / "results").rglob("*.json")) if is_results_file(p)]
+    assert len(files) >= 25
+    for p in files:
+        rs = load(p)
+        out = tmp_path / p.name
+        save(rs, out)
+        again = load(out)
+        assert again.model_dump(mode="json") == rs.model_dump(mode="json"), p
+        assert [m.key for m in again.measurements] == [m.key for m in rs.measurements]

@@ -50,9 +50,9 @@ def test_noise_flag_at_ten_percent_iqr_over_median():
 
 def test_round_trip_through_dict():
     s = Stats.from_samples([1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0])
-    d = s.to_dict()
+    d = s.model_dump(mode="json")
     assert d["ci95"] == list(s.ci95) and d["noisy"] == s.noisy
-    assert Stats.from_dict(d) == s
+    assert Stats.read(d) == s
 
 
 def test_no_samples_is_an_error():

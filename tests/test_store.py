@@ -65,7 +65,9 @@ def test_exception_mid_transaction_leaves_the_previous_state(tmp_path):
     db = tmp_path / "h.sqlite"
     good = result_set([gemm(1.0)], run_id="keep")
     history.record(good, db)
-    bad_m = Measurement(workload="gemm", variant={"dtype": "fp32", "weird": object()}, unit="TFLOP/s", value=1.0)
+    # a record past validation whose variant is no JSON: writing it fails half-way through the transaction
+    bad_m = Measurement.model_construct(workload="gemm", variant={"dtype": "fp32", "weird": object()}, unit="TFLOP/s",
+                                        value=1.0, status="ok")
     bad = result_set([gemm(3.0), bad_m], run_id="keep")  # same run id: the delete of the old rows must roll back
     with pytest.raises(TypeError):
         history.record(bad, db)
@@ -80,7 +82,7 @@ def test_process_killed_mid_write_leaves_a_consistent_database(tmp_path):
         import os, signal, sys
         from gapbench import history
         from gapbench.results import Measurement, ResultSet
-        ms = [Measurement(workload="gemm", variant={{"dtype": "fp32", "i": i}}, unit="TFLOP/s", value=float(i))
+        ms = [Measurement(workload="gemm", variant={{"dtype": "fp32", "i": i}}, unit="TFLOP/s", value=float(i + 1))
               for i in range(20000)]
         rs = ResultSet(host={{}}, device={{"type": "cpu", "product": "x"}}, measurements=ms, run_id="killed")
         conn = history.connect({str(db)!r})

@@ -20,7 +20,7 @@ def test_intervals_below_six_samples_carry_their_real_coverage():
     s = Stats.from_samples([1.0, 2.0, 3.0])
     assert s.ci95 == (1.0, 3.0) and s.ci_level == pytest.approx(0.75)
     assert median_ci_level(5) == pytest.approx(0.9375) and median_ci_level(6) >= 0.95
-    assert Stats.from_dict(s.to_dict()).ci_level == pytest.approx(0.75)
+    assert Stats.read(s.model_dump(mode="json")).ci_level == pytest.approx(0.75)
     from gapbench.report.kit import stats_text
 
     assert stats_text(2.0, s) == "2 [1, 3] 75%"
@@ -93,9 +93,8 @@ def test_the_host_watch_flags_a_run_next_to_a_cpu_burner(tmp_path):
     assert any(r.startswith("host busy: other processes took") for r in m.host_watch["reasons"])
     assert m.host_watch["other_cpus"] > 0.5
     # compare calls no gap significant when a side is flagged, unless allowed
-    from dataclasses import replace
 
-    quiet = result_set([replace(m, value=m.value * 3, host_watch=None)], label="quiet")
+    quiet = result_set([m.replace(value=m.value * 3, host_watch=None)], label="quiet")
     busy = result_set([m], label="busy")
     g = compare([busy, quiet], history=False).rows[0].gaps[1]
     assert g.significant is None and "host busy" in g.flagged

@@ -9,26 +9,63 @@ from __future__ import annotations
 
 import math
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
+from typing import Annotated, Any
+
+from pydantic import BeforeValidator, Field, ValidationInfo, field_validator, model_validator
+
+from gapbench.record import Record, is_read
 
 NOISE_THRESHOLD = 0.10  # IQR/median above this marks a result noisy
 
 
-@dataclass(frozen=True)
-class Stats:
+def _pair(v: Any) -> Any:
+    return tuple(v) if isinstance(v, list) else v
+
+
+class Stats(Record):
+    """Statistics of a measurement's samples (its repeats, or its runs): computed once where the samples are."""
+
     median: float
-    iqr: float
+    iqr: Annotated[float, Field(ge=0)]
     min: float
     max: float
-    n: int
-    ci95: tuple[float, float]
-    mean: float
-    stdev: float
-    ci_level: float = 0.95  # the coverage the interval actually has (below 0.95 with fewer than 6 samples)
+    n: Annotated[int, Field(ge=1, le=1_000_000_000)]
+    ci95: Annotated[tuple[float, float], BeforeValidator(_pair)]  # low, high (a list in the file)
+    mean: float | None = None
+    stdev: Annotated[float, Field(ge=0)] | None = None
+    noisy: bool | None = None  # IQR/median above NOISE_THRESHOLD; derived when a file leaves it out
+    ci_level: Annotated[float, Field(gt=0, le=1)] | None = None  # the interval's coverage (below 0.95 with few samples)
 
-    @property
-    def noisy(self) -> bool:
-        return self.median != 0 and abs(self.iqr / self.median) > NOISE_THRESHOLD
+    @model_validator(mode="before")
+    @classmethod
+    def _derived(cls, data: Any, info: ValidationInfo) -> Any:
+        """noisy follows from the median and IQR when it is left out; so does the interval's level from n in a
+        document read (built in code without one, the interval is taken at its nominal 95%)."""
+        if not isinstance(data, dict):
+            return data
+        extra = {}
+        med, iqr, n = data.get("median"), data.get("iqr"), data.get("n")
+        if data.get("noisy") is None and _real(med) and _real(iqr):
+            extra["noisy"] = med != 0 and abs(iqr / med) > NOISE_THRESHOLD
+        if "ci_level" not in data and not is_read(info):
+            extra["ci_level"] = 0.95
+        elif data.get("ci_level") is None and is_read(info) and type(n) is int and 2 <= n <= 1_000_000_000:
+            extra["ci_level"] = median_ci_level(n)
+        return {**data, **extra} if extra else data
+
+    @field_validator("ci95")
+    @classmethod
+    def _interval(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if v[0] > v[1]:
+            raise ValueError(f"the interval is reversed: low {v[0]:g} is above high {v[1]:g}")
+        return v
+
+    @model_validator(mode="after")
+    def _range(self) -> Stats:
+        if self.min > self.max:
+            raise ValueError(f"min {self.min:g} is above max {self.max:g}")
+        return self
 
     @property
     def half_width(self) -> float:
@@ -41,37 +78,14 @@ class Stats:
         if not xs:
             raise ValueError("no samples")
         n = len(xs)
-        return cls(
-            median=statistics.median(xs),
-            iqr=_quantile(xs, 0.75) - _quantile(xs, 0.25),
-            min=xs[0],
-            max=xs[-1],
-            n=n,
-            ci95=median_ci95(xs),
-            mean=statistics.fmean(xs),
-            stdev=statistics.stdev(xs) if n > 1 else 0.0,
-            ci_level=median_ci_level(n),
-        )
+        q1, q3 = quantile(xs, 0.25), quantile(xs, 0.75)
+        return cls(median=statistics.median(xs), iqr=q3 - q1, min=xs[0], max=xs[-1], n=n, ci95=median_ci95(xs),
+                   mean=statistics.fmean(xs), stdev=statistics.stdev(xs) if n > 1 else 0.0,
+                   ci_level=median_ci_level(n) if n > 1 else None)
 
-    def to_dict(self) -> dict:
-        d = asdict(self)
-        d["ci95"] = list(self.ci95)
-        d["noisy"] = self.noisy
-        return d
 
-    @classmethod
-    def from_dict(cls, d: dict) -> Stats:
-        return cls(
-            median=float(d["median"]),
-            iqr=float(d["iqr"]),
-            min=float(d["min"]),
-            max=float(d["max"]),
-            n=int(d["n"]),
-            ci95=(float(d["ci95"][0]), float(d["ci95"][1])),
-            mean=float(d.get("mean", d["median"])),
-            stdev=float(d.get("stdev", 0.0)),
-            ci_level=float(d["ci_level"]) if d.get("ci_level") is not None else median_ci_level(int(d["n"])),
-        )
+def _real(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def median(xs) -> float:
@@ -79,14 +93,14 @@ def median(xs) -> float:
     return statistics.median(float(x) for x in xs)
 
 
-def _quantile(xs: list[float], q: float) -> float:
-    """Linear-interpolated quantile of sorted data (numpy's default 'linear' method)."""
-    if len(xs) == 1:
-        return xs[0]
-    pos = (len(xs) - 1) * q
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+def quantile(xs, q: float) -> float:
+    """The q-quantile (0..1) of the values, interpolated linearly between order statistics (numpy's default)."""
+    import numpy as np
+
+    values = [float(x) for x in xs]
+    if not values:
+        raise ValueError("no values")
+    return float(np.quantile(values, q))
 
 
 def _order_statistic_index(n: int) -> int:

@@ -9,7 +9,7 @@ import math
 MAX_SECONDS = 1e9  # about 31 years: more is a typo, and beyond it deadlines lose their precision
 MAX_GIB = 2.0**20  # a pebibyte
 MAX_COUNT = 1_000_000
-MAX_LABEL = 200  # what a results file holds (gapbench.schema.MAX_NAME)
+MAX_LABEL = 200  # what a results file holds (gapbench.record.MAX_NAME)
 
 
 def _number(text: str, what: str, high: float) -> float:

@@ -206,7 +206,7 @@ def _plan(args, runner):
 
 def _print(rs, as_json: bool) -> None:
     if as_json:
-        print_json(rs.to_dict())
+        print_json(rs.model_dump(mode="json"))
         return
     from gapbench.distributed.summary import headline_lines
 

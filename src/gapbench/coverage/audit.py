@@ -13,7 +13,7 @@ from pathlib import Path
 
 import torch
 
-from gapbench import devices, schema
+from gapbench import devices, results
 from gapbench.coverage import children
 from gapbench.coverage.children import ChildFailed, run_simple
 from gapbench.coverage.summary import headline, summarize
@@ -21,7 +21,9 @@ from gapbench.engine import failures
 from gapbench.engine.journal import MAX_JOURNAL_BYTES, Journal
 from gapbench.engine.journal import journal_path as _journal_path
 from gapbench.errors import GapbenchError, ResultFileError
+from gapbench.record import SchemaError
 from gapbench.results import ResultSet, now_iso, parse_json, read_bytes, save
+from gapbench.results.records import CoverageRow
 
 DEFAULT_DTYPES = ("float32",)
 STARTUP_S = 180.0  # importing the OpInfo database takes seconds; a cold disk can take much longer
@@ -77,7 +79,7 @@ def read_journal(path: str | Path) -> tuple[dict, dict[str, dict]]:
     except ResultFileError as e:
         raise GapbenchError(f"--resume {e}") from None
     if data.lstrip().startswith(b"{") and b'"schema_version"' in data[:2000]:
-        cov = ResultSet.from_dict(parse_json(data, str(p)), path=str(p)).coverage or {}
+        cov = results.read(parse_json(data, str(p)), str(p)).coverage or {}
         rows = {unit_key(r["op"], r.get("variant") or "", r["dtype"]): r for r in cov.get("ops") or []}
         header = {"device": (cov.get("device") or {}).get("type"), "torch": cov.get("torch")}
         return header, rows
@@ -85,8 +87,17 @@ def read_journal(path: str | Path) -> tuple[dict, dict[str, dict]]:
     if contents.header is None:
         raise GapbenchError(f"--resume {path}: not a coverage journal (no header line)")
     rows = {str(o["unit"]): o["row"] for o in contents.entries
-            if isinstance(o.get("unit"), str) and isinstance(o.get("row"), dict) and schema.is_coverage_row(o["row"])}
+            if isinstance(o.get("unit"), str) and isinstance(o.get("row"), dict) and _is_coverage_row(o["row"])}
     return contents.header, rows
+
+
+def _is_coverage_row(doc) -> bool:
+    """Whether one row of an operator coverage audit (a journal entry) is valid."""
+    try:
+        CoverageRow.read(doc)
+    except SchemaError:
+        return False
+    return True
 
 
 def audit(device: str | None = "cpu", dtypes=DEFAULT_DTYPES, ops: str | None = None, grad: bool = False,

@@ -165,7 +165,7 @@ def lockstep_rows(w, v, ctx, g: Group, parallel: str | None, baseline: bool) -> 
         r, s, why = bad[0]
         m = w.failed(v, ctx, s, f"rank {r}: {why}")
     elif bad and g.me.rank == 0:
-        m = replace(m, reason=f"rank {bad[0][0]}: {bad[0][2]}"[:300])
+        m = m.replace(reason=f"rank {bad[0][0]}: {bad[0][2]}"[:300])
     rows = [m]
     if parallel and baseline and g.me.world_size > 1:
         if g.me.rank == 0:
@@ -189,8 +189,8 @@ def per_device_rows(w, v, ctx, g: Group, one_at_a_time: bool) -> list:
     else:
         g.ctl.barrier()
         m = run_variant(w, v, ctx)
-    gathered = g.ctl.all_gather((m.to_dict(), str(g.device), g.ident.get("product"), platform.node()))
-    return _straggler_rows(v, [(Measurement.from_dict(d), dv, prod, host) for d, dv, prod, host in gathered],
+    gathered = g.ctl.all_gather((m.model_dump(mode="json"), str(g.device), g.ident.get("product"), platform.node()))
+    return _straggler_rows(v, [(Measurement.read(d), dv, prod, host) for d, dv, prod, host in gathered],
                            one_at_a_time, w.higher_is_better)
 
 
@@ -235,7 +235,7 @@ def run(job: WorkloadJob, events: EventWriter, status: Status) -> None:
             rows = per_device_rows(w, v, ctx, g, one_at_a_time)
         for row in rows:
             events.send("result", key=variant_key(w.name, preset, row.variant) if row is not rows[-1] else key,
-                        measurement=row.to_dict())
+                        measurement=row.model_dump(mode="json"))
         status.set(phase="between variants", variant=None, done=status.data["done"] + 1)
     status.set(phase="done")
     g.ctl.barrier()
@@ -253,11 +253,11 @@ def _with_baseline(m, v, w, ctx, parallel: str) -> list:
     options = {k: x for k, x in ctx.options.items() if k != "parallel"}
     single_ctx = replace(ctx, options=options, dist=None, agreement=LOCAL, wrap_model=None)
     single = run_variant(w, Variant(plain, v.flops, v.bytes), single_ctx)
-    single = replace(single, variant=plain, metrics=single.metrics | {
+    single = single.replace(variant=plain, metrics=single.metrics | {
         "scaling_baseline_for": f"--parallel {parallel} on {ctx.dist.world_size} ranks"})
     if m.ok and single.ok:
         eff = scaling_efficiency(m.value, ctx.dist.world_size, single.value)
-        m = replace(m, metrics=m.metrics | {"single_device_throughput": single.value, "scaling_efficiency": eff})
+        m = m.replace(metrics=m.metrics | {"single_device_throughput": single.value, "scaling_efficiency": eff})
     return [single, m]
 
 
@@ -265,13 +265,13 @@ def _straggler_rows(v, per_rank: list, one_at_a_time: bool, higher_is_better: bo
     """One row per rank (params + rank) and the headline row: the median device, with the spread."""
     rows = []
     for r, (m, dev, prod, host) in enumerate(per_rank):
-        rows.append(replace(m, variant=v.params | {"rank": r}, metrics=m.metrics | {
+        rows.append(m.replace(variant=v.params | {"rank": r}, metrics=m.metrics | {
             "device": dev, "host": host, "product": prod}))
     ok = [(r, m.value) for r, (m, *_rest) in enumerate(per_rank) if m.ok]
     failed = [(r, m) for r, (m, *_rest) in enumerate(per_rank) if not m.ok]
     if failed:
         r, m = failed[0]
-        rows.append(replace(m, variant=v.params, reason=f"rank {r} ({per_rank[r][1]}): {m.reason}"[:300]))
+        rows.append(m.replace(variant=v.params, reason=f"rank {r} ({per_rank[r][1]}): {m.reason}"[:300]))
         return rows
     values = [x for _r, x in ok]
     median_rank = sorted(ok, key=lambda t: t[1])[(len(ok) - 1) // 2][0]
@@ -288,7 +288,7 @@ def _straggler_rows(v, per_rank: list, one_at_a_time: bool, higher_is_better: bo
     }
     if cpu:
         spread["note"] = "on the CPU the 'devices' are the ranks: processes sharing this host's cores"
-    rows.append(replace(head, variant=v.params, metrics=head.metrics | {"spread": spread}))
+    rows.append(head.replace(variant=v.params, metrics=head.metrics | {"spread": spread}))
     return rows
 
 

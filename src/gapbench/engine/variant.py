@@ -8,8 +8,10 @@ import os
 import resource
 import time
 import traceback
-from dataclasses import replace
 
+from pydantic import ValidationError
+
+from gapbench.record import schema_error
 from gapbench.results import Measurement, now_iso, variant_key
 from gapbench.workloads import Context, Variant, Workload, load_file
 from gapbench.workloads import get as get_workload
@@ -62,6 +64,9 @@ def run_variant(w: Workload, v: Variant, ctx: Context) -> Measurement:
         m = w.run(v, ctx)
         if not isinstance(m, Measurement):
             raise TypeError(f"{w.name}.run() returned {type(m).__name__}, not a Measurement")
+    except ValidationError as e:  # the record it built breaks the results schema: what a run writes, it reads back
+        m = w.failed(v, ctx, "error", f"{w.name}.run() returned a measurement that breaks the results schema: "
+                                      f"{schema_error(e)}{where(e)}")
     except BaseException as e:  # noqa: BLE001 - a workload's failure is a finding, not our crash
         if isinstance(e, (KeyboardInterrupt, SystemExit)):
             raise
@@ -78,22 +83,5 @@ def run_variant(w: Workload, v: Variant, ctx: Context) -> Measurement:
         except Exception:
             peak = None
     metrics = m.metrics if "category" in m.metrics else {**m.metrics, "category": w.category}
-    m = replace(m, peak_memory_bytes=peak, duration_s=time.monotonic() - t0, started_at=started,
-                preset=ctx.preset, metrics=metrics)
-    return within_schema(m, w, v, ctx)
-
-
-def within_schema(m: Measurement, w: Workload, v: Variant, ctx: Context) -> Measurement:
-    """The measurement, or an `error` saying why when it would break the results schema as written (an ok
-    value that is NaN, zero or negative, a reversed interval, a unit too long for a table): what a run
-    writes, gapbench reads back."""
-    from gapbench import schema
-
-    try:
-        schema.check_measurement(m.to_dict())
-    except schema.SchemaError as e:
-        bad = w.failed(v, ctx, "error", f"{w.name}.run() returned a measurement that breaks the results schema: {e}")
-        return replace(bad, workload=str(m.workload)[: schema.MAX_NAME] or w.name or "?",
-                       unit=str(m.unit or w.unit or "-")[: schema.MAX_NAME], peak_memory_bytes=m.peak_memory_bytes,
-                       duration_s=m.duration_s, started_at=m.started_at, preset=ctx.preset)
-    return m
+    return m.replace(peak_memory_bytes=peak, duration_s=time.monotonic() - t0, started_at=started, preset=ctx.preset,
+                     metrics=metrics)

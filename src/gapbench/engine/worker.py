@@ -59,7 +59,7 @@ def run_job(job: WorkloadJob, events: EventWriter) -> None:
         ctx = Context(device=device, preset=preset, budget_s=budget, min_time_s=base.min_time_s,
                       repeats=base.repeats, options=base.options)
         m = run_variant(w, v, ctx)
-        events.send("result", key=key, measurement=m.to_dict())
+        events.send("result", key=key, measurement=m.model_dump(mode="json"))
     events.send("done")
 
 

@@ -95,7 +95,7 @@ def attempt(job: WorkloadJob, launch: Launcher, timeout_s: float | None, reporte
                 reporter.variant_started(job.workload, ev.get("variant") or {})
                 return variant_limit(float(ev.get("budget_s") or job.variant_budget_s), timeout_s)
             elif kind == "result":
-                m = Measurement.from_dict(ev["measurement"])
+                m = Measurement.read(ev["measurement"])
                 a.finished.add(str(ev["key"]))
                 a.current = None
                 on_result(m)

@@ -11,7 +11,7 @@ the gap at equal interactivity are compare's (compare.frontier). Definitions: do
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import torch
 
@@ -206,16 +206,16 @@ class LlmInfer(Workload):
         rows = self._point[1]
         name = variant.params["metric"]
         if name in rows:
-            return replace(rows[name], variant=variant.params)
+            return rows[name].replace(variant=variant.params)
         failed = rows.get(FAILED)
         d = im.METRICS[name]
         if failed is not None:
-            return replace(failed, variant=variant.params, unit=d.unit, higher_is_better=d.higher_is_better,
+            return failed.replace(variant=variant.params, unit=d.unit, higher_is_better=d.higher_is_better,
                            value=None, stats=None)
         why = (f"{name}: vLLM's offline engine returns whole requests, so gaps between single tokens are not "
                "observable (measure `vllm serve` with --server for them)" if name in im.ITL_METRICS and
                variant.params["engine"] == "vllm" else f"{name} is not measured by this engine")
-        return replace(self.failed(variant, ctx, "unsupported", why), unit=d.unit, higher_is_better=d.higher_is_better)
+        return self.failed(variant, ctx, "unsupported", why).replace(unit=d.unit, higher_is_better=d.higher_is_better)
 
     def build_iteration(self, preset: str, device, options: dict | None = None) -> Callable[[], list]:
         """One measured generation for a shape trace (gapbench assess): the point's batch of random prompts

@@ -14,6 +14,7 @@ import time
 import torch
 
 from gapbench.devices import available_host_memory
+from gapbench.stats import quantile
 from gapbench.timing import Budget
 from gapbench.workloads.inference import generate as gen
 from gapbench.workloads.inference import metrics as im
@@ -260,7 +261,7 @@ def _rows(w, variant, ctx, rounds, metrics: dict, memory, energy, wall, counter)
     metrics.update(runs=len(rounds), peak_memory_source=memory.source)
     gaps = [g for t in all_requests for g in t.itls]
     detail = {"request_percentiles": im.request_percentiles(all_requests),
-              "itl_pooled_ms": {f"p{q}": im.percentile(gaps, q) * 1e3 for q in (50, 90, 99)} if gaps else None,
+              "itl_pooled_ms": {f"p{q}": quantile(gaps, q / 100) * 1e3 for q in (50, 90, 99)} if gaps else None,
               "point": {n: {"median": s.median, "ci95": list(s.ci95)} for n, s in stats.items()}}
     power = energy / wall if energy is not None and wall > 0 else None
     if energy is not None:
@@ -273,9 +274,8 @@ def _rows(w, variant, ctx, rounds, metrics: dict, memory, energy, wall, counter)
 
 
 def _with_power(m, power: float, energy_per_round: float):
-    from dataclasses import replace
 
-    return replace(m, power_w=power, energy_j=energy_per_round)
+    return m.replace(power_w=power, energy_j=energy_per_round)
 
 
 def _read(counter) -> float | None:

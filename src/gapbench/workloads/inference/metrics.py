@@ -12,7 +12,7 @@ import math
 import statistics
 from dataclasses import dataclass
 
-from gapbench.stats import Stats
+from gapbench.stats import Stats, quantile
 
 
 @dataclass(frozen=True)
@@ -82,17 +82,6 @@ ITL_METRICS = ("itl_p50_ms", "itl_p90_ms", "itl_p99_ms")
 SLO_METRICS = ("slo_attainment_pct", "goodput_requests_per_s")
 
 
-def percentile(xs, q: float) -> float:
-    """The q-th percentile (0-100), linear interpolation between order statistics (numpy's default method)."""
-    s = sorted(float(x) for x in xs)
-    if not s:
-        raise ValueError("no values")
-    pos = (len(s) - 1) * q / 100.0
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-
 @dataclass(frozen=True)
 class Slo:
     """Latency limits of a request, as MLPerf Inference's Server scenario sets them (p99 TTFT and TPOT)."""
@@ -134,7 +123,7 @@ def round_metrics(traces: list[RequestTrace], *, phases: bool = False, slo: Slo 
         m["tpot_ms"] = tpot * 1e3
         m["tokens_per_s_per_user"] = 1.0 / tpot if tpot > 0 else math.inf
     if gaps:
-        m.update({name: percentile(gaps, q) * 1e3 for name, q in zip(ITL_METRICS, (50, 90, 99), strict=True)})
+        m.update({name: quantile(gaps, q / 100) * 1e3 for name, q in zip(ITL_METRICS, (50, 90, 99), strict=True)})
     if phases:
         m.update(_phases(traces, begin, end, in_tokens))
     if slo is not None and slo.given:
@@ -169,6 +158,6 @@ def request_percentiles(traces: list[RequestTrace]) -> dict[str, float]:
     for name, xs in series.items():
         if xs:
             for q in (50, 90, 99):
-                out[f"{name}_p{q}_ms"] = percentile(xs, q) * 1e3
+                out[f"{name}_p{q}_ms"] = quantile(xs, q / 100) * 1e3
             out[f"{name}_mean_ms"] = statistics.fmean(xs) * 1e3
     return out

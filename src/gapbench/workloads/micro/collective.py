@@ -13,8 +13,6 @@ in µs). Each variant checks its result against deterministic per-rank fill valu
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import torch
 
 from gapbench.results import Measurement
@@ -151,13 +149,13 @@ class Collective(Workload):
             largest = max(rows)
             best = max((s for s in rows if s >= largest / PLATEAU_FRACTION), key=lambda s: rows[s][0].value)
             m, _ = rows[best]
-            return replace(m, variant=p, bytes=float(best), metrics=m.metrics | {
+            return m.replace(variant=p, bytes=float(best), metrics=m.metrics | {
                 "from_size_bytes": best, "busbw_by_size": sweep,
                 "definition": f"best busbw among sizes >= largest/{PLATEAU_FRACTION}"})
         smallest = min(rows)
         m, timing = rows[smallest]
         stats = Stats.from_samples([t * 1e6 for t in timing.samples])
-        return replace(m, variant=p, value=stats.median, stats=stats, unit="us", higher_is_better=False,
+        return m.replace(variant=p, value=stats.median, stats=stats, unit="us", higher_is_better=False,
                        bytes=float(smallest), metrics=m.metrics | {
                            "from_size_bytes": smallest, "busbw_by_size": sweep,
                            "definition": "time of one call at the smallest size (slowest rank)"})

@@ -7,8 +7,6 @@ reference computed from the same (rounded) inputs.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import torch
 
 from gapbench.results import Measurement
@@ -130,8 +128,8 @@ class Gemm(Workload):
             p = fixed.variant
             metrics.update(best_m=p["m"], best_n=p["n"], best_k=p["k"], best_from="fixed-shape row of this run",
                            sweep_best_tflops=best.value)
-            return replace(fixed, variant=variant.params, metrics=fixed.metrics | metrics)
-        return replace(best, variant=variant.params, metrics=best.metrics | metrics)
+            return fixed.replace(variant=variant.params, metrics=fixed.metrics | metrics)
+        return best.replace(variant=variant.params, metrics=best.metrics | metrics)
 
     def _probe_shapes(self, dtype: str, shapes: list, ctx: Context) -> list[dict]:
         share = SWEEP_PROBE_SHARE / len(shapes)
