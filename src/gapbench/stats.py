@@ -1,5 +1,7 @@
 """Summary statistics of repeated samples: median, IQR, a distribution-free confidence interval of the
-median with the coverage it really has, a noise flag; and the comparison of two sets of run values.
+median with the coverage it really has, a noise flag; and the comparison of two sets of run values
+(compare_runs: the ratio of their geometric means with Welch's t interval on their log values, widened by the
+drift between sessions; Student's t from scipy, imported only when a comparison needs it).
 
 A Stats object is computed once, where the samples are, and travels with the measurement; renderers
 never recompute it.
@@ -144,7 +146,10 @@ def median_ci95(xs: list[float]) -> tuple[float, float]:
 
 @dataclass(frozen=True)
 class RunGap:
-    """value/baseline as a ratio with its interval, from the runs of each side, and how it was judged."""
+    """value/baseline as a ratio with its interval, from the runs of each side, and how it was judged.
+
+    ratio is the ratio of the geometric means of the two sides' runs (exp of the difference of the means of their
+    log values; a side of one run is that run), not the ratio of their median runs; lo and hi bound it."""
 
     ratio: float
     lo: float
@@ -160,26 +165,36 @@ class RunGap:
 
 def compare_runs(values: list[float], baseline: list[float], allowance: float | None = None,
                  level: float = 0.95, drift: float | None = None) -> RunGap | None:
-    """The ratio of two sides' median runs with a `level` interval.
+    """The ratio of the geometric means of two sides' runs with a `level` interval (RunGap).
 
-    With two or more positive runs on both sides: Welch's t interval on the difference of the log values
-    (run-to-run noise is multiplicative), widened by the drift between sessions, 2·allowance², when an allowance
-    is given: the runs of one file are passes minutes apart and cannot see how the machine moves between two
-    sessions (memory placement, neighbours on a shared host, clocks), which no number of runs in one file
-    averages away; the allowance — the standard deviation of log values between independent runs of this kind
-    of device — stands for it as a known variance (infinite degrees of freedom in Welch–Satterthwaite); `drift`,
-    a variance of log values, replaces 2·allowance² where the caller knows better (a side whose runs come from
-    several files has the drift between sessions in its own spread already: 0 for it). With
-    one run on a side: the other side's run spread (its degrees of freedom) when it has runs, widened the same
-    way, else the allowance alone as a known spread (normal interval). The ratio is that of the medians of the
-    runs (the values a results file reports), so one stalled run does not move it. None when no interval can be
-    given.
+    The run values are taken as logs (run-to-run noise is multiplicative); the centre is the difference of the
+    means of the log values, d = mean(log values) - mean(log baseline), and the spread is the variance of that
+    same difference, so centre and spread measure one thing and exp(d) is the ratio of the geometric means.
+
+    With two or more positive runs on both sides: Welch's t interval, d ± t·se, with se² = s_a²/n_a + s_b²/n_b
+    + drift and Welch–Satterthwaite degrees of freedom. The drift between sessions, 2·allowance² when an
+    allowance is given, widens it: the runs of one file are passes minutes apart and cannot see how the machine
+    moves between two sessions (memory placement, neighbours on a shared host, clocks), which no number of runs
+    in one file averages away; the allowance — the standard deviation of log values between independent runs of
+    this kind of device — stands for it as a known variance (infinite degrees of freedom in Welch–Satterthwaite);
+    `drift`, a variance of log values, replaces 2·allowance² where the caller knows better (a side whose runs come
+    from several files has the drift between sessions in its own spread already: 0 for it). With one run on a
+    side (its mean is that run): the other side's run variance stands for both, s²·(1/n_a + 1/n_b), with that
+    side's degrees of freedom, widened the same way; with one run on each side, the allowance alone as a known
+    spread, se = allowance·√2 (normal interval). The quantiles are scipy's Student's t.
+
+    A mean is not robust, and the interval is no more than this: one stalled run moves the ratio (by 1/n of its log
+    distance from the side's other runs) and the ratio is then not that of the values a results file reports (the
+    median runs). It widens the interval at least as much: where a side's other runs agree with the other side, the
+    shift is the stalled side's own standard error (δ/n both), so the t statistic stays below 1 and a stalled run
+    alone does not make a gap significant at any usual level, but it can hide a real gap. None when no interval
+    can be given (no positive run on a side; one run each and no allowance).
     """
     a = [math.log(v) for v in values if v > 0]
     b = [math.log(v) for v in baseline if v > 0]
     if not a or not b:
         return None
-    d = statistics.median(a) - statistics.median(b)
+    d = statistics.fmean(a) - statistics.fmean(b)
     na, nb = len(a), len(b)
     if drift is None:
         drift = 2.0 * allowance ** 2 if allowance is not None else 0.0
@@ -188,14 +203,14 @@ def compare_runs(values: list[float], baseline: list[float], allowance: float | 
         within = va / na + vb / nb
         den = (va / na) ** 2 / (na - 1) + (vb / nb) ** 2 / (nb - 1)
         se = math.sqrt(within + drift)
-        df = (within + drift) ** 2 / den if den > 0 else float("inf")
+        df = (within + drift) ** 2 / den if den > 0 else math.inf
         q = t_quantile(0.5 + level / 2, df)
         basis = "runs"
     elif max(na, nb) >= 2:
         many = a if na >= 2 else b
         s2 = statistics.variance(many) * (1 / na + 1 / nb)
         se = math.sqrt(s2 + drift)
-        df = (s2 + drift) ** 2 / (s2 ** 2 / (len(many) - 1)) if s2 > 0 else float("inf")
+        df = (s2 + drift) ** 2 / (s2 ** 2 / (len(many) - 1)) if s2 > 0 else math.inf
         q = t_quantile(0.5 + level / 2, df)
         basis = "runs"
     elif allowance is not None:
@@ -210,54 +225,17 @@ def compare_runs(values: list[float], baseline: list[float], allowance: float | 
 
 
 def normal_quantile(p: float) -> float:
+    """The standard normal distribution's p-quantile."""
     return statistics.NormalDist().inv_cdf(p)
 
 
 def t_quantile(p: float, df: float) -> float:
-    """Student's t quantile (bisection on the CDF, through the regularized incomplete beta function)."""
-    if df == float("inf") or df > 1e6:
+    """Student's t distribution's p-quantile with df degrees of freedom (scipy.stats.t; df may be fractional, as
+    Welch–Satterthwaite gives them); infinite df is the normal distribution."""
+    if df == math.inf:
         return normal_quantile(p)
-    lo, hi = -1e3, 1e3
-    for _ in range(200):
-        mid = (lo + hi) / 2
-        if t_cdf(mid, df) < p:
-            lo = mid
-        else:
-            hi = mid
-    return (lo + hi) / 2
+    if not df > 0:
+        raise ValueError(f"degrees of freedom must be positive, not {df!r}")
+    from scipy.stats import t  # here, not at the top: importing gapbench.stats stays cheap
 
-
-def t_cdf(t: float, df: float) -> float:
-    x = df / (df + t * t)
-    tail = 0.5 * _betainc(df / 2, 0.5, x)
-    return 1 - tail if t > 0 else tail
-
-
-def _betainc(a: float, b: float, x: float) -> float:
-    """The regularized incomplete beta function I_x(a, b) (continued fraction, Lentz's method)."""
-    if x <= 0:
-        return 0.0
-    if x >= 1:
-        return 1.0
-    ln_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log(1 - x)
-    if x > (a + 1) / (a + b + 2):
-        return 1.0 - _betainc(b, a, 1 - x)
-    tiny = 1e-300
-    f, c, d = 1.0, 1.0, 0.0
-    for i in range(400):
-        m = i // 2
-        if i == 0:
-            num = 1.0
-        elif i % 2 == 0:
-            num = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
-        else:
-            num = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
-        d = 1.0 + num * d
-        d = tiny if abs(d) < tiny else d
-        d = 1.0 / d
-        c = 1.0 + num / c
-        c = tiny if abs(c) < tiny else c
-        f *= c * d
-        if abs(1.0 - c * d) < 1e-14:
-            break
-    return math.exp(ln_front) * (f - 1.0) / a
+    return float(t.ppf(p, df))
