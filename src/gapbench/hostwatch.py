@@ -9,10 +9,11 @@ device throttled is flagged, with the reason in one line ("host busy: other proc
 
 from __future__ import annotations
 
-import os
 import resource
 import threading
 import time
+
+import psutil
 
 from gapbench.devices import host
 
@@ -21,39 +22,40 @@ STEAL_SHARE = 0.05  # steal above this share of our CPUs' time flags it
 SAMPLE_EVERY_S = 0.25  # device telemetry sampling period
 
 
-def _cpu_jiffies(cpus: list[int]) -> tuple[float, float, float] | None:
-    """(busy, steal, total) clock ticks of the given CPUs from /proc/stat."""
-    want = {f"cpu{c}" for c in cpus}
-    busy = steal = total = 0.0
-    found = False
+def _cpu_seconds(cpus: list[int]) -> tuple[float, float, float] | None:
+    """(busy, steal, total) CPU seconds the given CPUs spent since boot; steal is 0 where the OS counts none
+    (macOS)."""
     try:
-        with open("/proc/stat") as f:
-            for line in f:
-                parts = line.split()
-                if not parts or parts[0] not in want:
-                    continue
-                vals = [float(x) for x in parts[1:]]
-                vals += [0.0] * (8 - len(vals))
-                user, nice, system, idle, iowait, irq, softirq, st = vals[:8]
-                busy += user + nice + system + irq + softirq
-                steal += st
-                total += user + nice + system + idle + iowait + irq + softirq + st
-                found = True
-    except (OSError, ValueError):
+        times = psutil.cpu_times(percpu=True)
+    except OSError:
         return None
-    return (busy, steal, total) if found else None
+    # psutil lists the online CPUs in order: a CPU's number is its index unless a CPU below it is offline
+    ours = [times[c]._asdict() for c in cpus if c < len(times)]
+    if not ours:
+        return None
+    busy = steal = total = 0.0
+    for t in ours:
+        # Linux counts guest time in user and nice already
+        spent = sum(v for k, v in t.items() if k not in ("guest", "guest_nice"))
+        st = t.get("steal", 0.0)
+        busy += spent - t["idle"] - t.get("iowait", 0.0) - st
+        steal += st
+        total += spent
+    return busy, steal, total
 
 
 def _own_cpu_seconds() -> float:
     """CPU seconds of this process (all its threads) and its waited-for children."""
+    # getrusage, not psutil: psutil's children_user and children_system are 0 on macOS, getrusage counts
+    # waited-for children there too
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
 def _load_avg() -> float | None:
     try:
-        return os.getloadavg()[0]
-    except (OSError, AttributeError):
+        return psutil.getloadavg()[0]
+    except OSError:
         return None
 
 
@@ -69,7 +71,7 @@ class Watch:
 
     def start(self) -> None:
         self._t0 = time.monotonic()
-        self._jiffies0 = _cpu_jiffies(self.cpus)
+        self._cpu0 = _cpu_seconds(self.cpus)
         self._own0 = _own_cpu_seconds()
         self._mhz0 = host.cpu_current_mhz()
         first = self._telemetry()
@@ -100,12 +102,11 @@ class Watch:
         wall = max(time.monotonic() - self._t0, 1e-9)
         out: dict = {"seconds": wall, "cpus": len(self.cpus), "load_avg_1m": _load_avg()}
         reasons: list[str] = []
-        j1 = _cpu_jiffies(self.cpus)
-        if self._jiffies0 is not None and j1 is not None:
-            tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-            busy = (j1[0] - self._jiffies0[0]) / tick
-            total = max((j1[2] - self._jiffies0[2]) / tick, 1e-9)
-            steal = (j1[1] - self._jiffies0[1]) / tick
+        cpu1 = _cpu_seconds(self.cpus)
+        if self._cpu0 is not None and cpu1 is not None:
+            busy = cpu1[0] - self._cpu0[0]
+            total = max(cpu1[2] - self._cpu0[2], 1e-9)
+            steal = cpu1[1] - self._cpu0[1]
             other = max(busy - (_own_cpu_seconds() - self._own0), 0.0)
             out["other_cpus"] = other / wall  # CPUs' worth of time other processes took, on average
             out["steal_share"] = steal / total

@@ -17,6 +17,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import psutil
+
 FMA_LATENCY_CYCLES = 4  # Intel since Skylake, AMD Zen 3 to 5, Arm Neoverse and Apple cores (Zen 2: 5)
 METHOD = f"dependent FMA chain, {FMA_LATENCY_CYCLES}-cycle latency assumed"
 CHAIN = 100_000_000
@@ -46,9 +48,15 @@ def _cache_dir() -> Path:
 
 
 def _boot_id() -> str:
+    """This boot: the kernel's boot_id (Linux; psutil has no boot identity), else the boot time psutil reports
+    (macOS), so that a clock measured before a reboot is measured again."""
     try:
         with open("/proc/sys/kernel/random/boot_id") as f:
             return f.read().strip()
+    except OSError:
+        pass
+    try:
+        return f"booted {psutil.boot_time():.0f}"
     except OSError:
         return ""
 

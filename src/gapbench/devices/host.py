@@ -1,7 +1,8 @@
 """Facts about the host every backend shares: CPU model, ISA, caches, clock, cores, memory, environment.
 
 These are read where a run happens and recorded in its results file (`host`, and `device` for the CPU),
-so that a comparison made elsewhere later never probes the machine it is rendered on.
+so that a comparison made elsewhere later never probes the machine it is rendered on. psutil answers what it
+can on every OS; what it does not know (the CPU's model, ISA and caches, cpufreq) comes from /proc and /sys.
 """
 
 from __future__ import annotations
@@ -9,6 +10,8 @@ from __future__ import annotations
 import os
 import platform
 import re
+
+import psutil
 
 # env vars that change what a stack does; recorded so that a result can be reproduced
 ENV_PREFIXES = (
@@ -44,23 +47,23 @@ def is_oom_text(exc: BaseException) -> bool:
 
 
 def host_memory() -> int:
+    """Physical memory in bytes; 0 where the OS does not say."""
     try:
-        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    except (ValueError, OSError, AttributeError):
+        return psutil.virtual_memory().total
+    except OSError:
         return 0
 
 
 def available_host_memory() -> int:
+    """Memory new allocations may take without swapping, in bytes (Linux's MemAvailable, macOS's free and
+    inactive pages); 0 where the OS does not say."""
     try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
+        return psutil.virtual_memory().available
     except OSError:
-        pass
-    return host_memory()
+        return 0
 
 
+# psutil reports neither the CPU's model and vendor nor its ISA flags: those come from /proc/cpuinfo
 def _cpuinfo() -> dict[str, str]:
     info: dict[str, str] = {}
     try:
@@ -91,7 +94,7 @@ def cpu_vendor() -> str:
 
 
 def cpu_llc_bytes() -> int | None:
-    """Largest cache level's size from sysfs (per instance; L3 is usually shared)."""
+    """Largest cache level's size from sysfs (per instance; L3 is usually shared); psutil has no cache sizes."""
     best = None
     base = "/sys/devices/system/cpu/cpu0/cache"
     try:
@@ -112,47 +115,61 @@ def cpu_llc_bytes() -> int | None:
 
 def has_cpufreq() -> bool:
     """Whether the OS reports the CPU's maximum clock (cpufreq); VMs often do not."""
+    # not psutil's maximum: that is the nominal clock on Intel Macs (boost left out) and has come in GHz on
+    # Apple's M4 (giampaolo/psutil#2642), so a maximum from psutil does not say the OS knows the real one
     return os.path.exists("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
 
 
+MIN_PLAUSIBLE_MHZ = 100.0  # below this a clock is a unit mistake (psutil#2642), not a CPU that runs gapbench
+
+
+def _plausible(mhz: float | None) -> float | None:
+    return float(mhz) if mhz and mhz >= MIN_PLAUSIBLE_MHZ else None
+
+
+def _clocks() -> list:
+    """psutil's clocks: one per CPU on Linux (cpufreq's, else /proc/cpuinfo's nominal one), one for the whole
+    machine elsewhere; [] where the OS reports none."""
+    try:
+        return psutil.cpu_freq(percpu=True)
+    except (OSError, RuntimeError):  # RuntimeError: no power-manager entry on some Apple silicon
+        return []
+
+
 def cpu_max_mhz() -> float | None:
-    """The maximum clock cpufreq reports, else the nominal one /proc/cpuinfo shows."""
-    try:
-        with open("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq") as f:
-            return int(f.read().strip()) / 1000
-    except (OSError, ValueError):
-        pass
-    mhz = _cpuinfo().get("cpu MHz")
-    try:
-        return float(mhz) if mhz else None
-    except ValueError:
-        return None
+    """The highest maximum clock the OS reports for a CPU, else the nominal one it reports (on Linux without
+    cpufreq, /proc/cpuinfo's "cpu MHz")."""
+    clocks = _clocks()
+    top = max((c.max for c in clocks if c.max), default=None)
+    return _plausible(top) or (_plausible(clocks[0].current) if clocks else None)
 
 
 def cpu_current_mhz() -> float | None:
-    """The current clock of the first usable CPU (cpufreq's scaling_cur_freq, else /proc/cpuinfo)."""
-    cpus = usable_cpus()
-    c = cpus[0] if cpus else 0
-    try:
-        with open(f"/sys/devices/system/cpu/cpu{c}/cpufreq/scaling_cur_freq") as f:
-            return int(f.read().strip()) / 1000
-    except (OSError, ValueError):
-        pass
-    mhz = _cpuinfo().get("cpu MHz")
-    try:
-        return float(mhz) if mhz else None
-    except ValueError:
+    """The current clock of the first usable CPU (the machine's where the OS reports one clock for all)."""
+    clocks = _clocks()
+    if not clocks:
         return None
+    c = usable_cpus()[0]
+    return _plausible((clocks[c] if c < len(clocks) else clocks[0]).current)
 
 
 def usable_cpus() -> list[int]:
-    return sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    """The CPUs this process may run on: its affinity, or every CPU where the OS has none (macOS)."""
+    try:
+        return sorted(psutil.Process().cpu_affinity())
+    except (AttributeError, psutil.Error):
+        return list(range(psutil.cpu_count() or 1))
 
 
 def physical_cores() -> int | None:
     """Physical cores among the CPUs this process may run on (SMT siblings counted once)."""
+    cpus = usable_cpus()
+    if len(cpus) >= (psutil.cpu_count() or 0):
+        return psutil.cpu_count(logical=False)
+    # a narrower affinity (taskset, a container's cpuset): psutil counts the machine's cores but cannot say
+    # which core a CPU is on, so the kernel's topology does
     cores = set()
-    for c in usable_cpus():
+    for c in cpus:
         base = f"/sys/devices/system/cpu/cpu{c}/topology"
         try:
             with open(f"{base}/core_id") as f:
@@ -184,7 +201,7 @@ def host_identity() -> dict:
         "os": f"{platform.system()} {platform.release()}",
         "machine": platform.machine(),
         "cpu": cpu_model(),
-        "cpu_count": os.cpu_count(),
+        "cpu_count": psutil.cpu_count(),
         "cpu_affinity": len(usable_cpus()),
         "physical_cores": physical_cores(),
         **clock_facts(),

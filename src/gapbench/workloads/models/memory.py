@@ -104,14 +104,12 @@ def address_space_headroom() -> int | None:
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     if soft == resource.RLIM_INFINITY:
         return None
+    import psutil
+
     try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmSize:"):
-                    return max(soft - int(line.split()[1]) * 1024, 0)
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+        return max(soft - psutil.Process().memory_info().vms, 0)
+    except (OSError, psutil.Error):
+        return None
 
 
 def activation_bytes_per_sample(seq: int, hidden: int, layers: int, heads: int, dtype_bytes: int,
@@ -174,6 +172,7 @@ def _max_rss() -> int:
 
 
 def _vm_hwm() -> int | None:
+    # psutil has no peak resident set on Linux (Windows alone reports one), and none it could reset
     try:
         with open("/proc/self/status") as f:
             for line in f:
