@@ -27,6 +27,8 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import psutil
+
 from gapbench.engine.channel import EVENTS_ENV, split_events
 from gapbench.engine.lifeline import PARENT_ENV
 
@@ -54,6 +56,7 @@ class Outcome:
 
 def cgroup_oom_kills() -> int | None:
     """The OOM-kill count of this process's memory cgroup (v2 memory.events or v1 memory.oom_control)."""
+    # read by hand: psutil knows nothing of cgroups
     paths: list[str] = []
     try:
         with open("/proc/self/cgroup") as f:
@@ -80,32 +83,19 @@ def cgroup_oom_kills() -> int | None:
 
 def processes_with_token(token: str) -> list[int]:
     """Pids of processes (other than this one) whose environment carries TOKEN_ENV=token."""
-    needle = f"{TOKEN_ENV}={token}".encode()
-    out = []
-    try:
-        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
-    except OSError:
-        return out
     me = os.getpid()
-    for pid in pids:
-        if pid == me:
-            continue
-        try:
-            with open(f"/proc/{pid}/environ", "rb") as f:
-                env = f.read()
-        except OSError:
-            continue
-        if needle in env.split(b"\0"):
-            out.append(pid)
-    return out
+    try:
+        # the environment a process started with; None where it cannot be read (another user's process, a zombie)
+        return [p.info["pid"] for p in psutil.process_iter(["pid", "environ"])
+                if p.info["pid"] != me and (p.info["environ"] or {}).get(TOKEN_ENV) == token]
+    except OSError:  # no process table to read (/proc not mounted)
+        return []
 
 
 def _parent_of(pid: int) -> int | None:
     try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            data = f.read()
-        return int(data[data.rindex(b")") + 2:].split()[1])
-    except (OSError, ValueError, IndexError):
+        return psutil.Process(pid).ppid()
+    except psutil.Error:
         return None
 
 
