@@ -11,6 +11,7 @@ from gapbench.assess.rates import platform_rates
 from gapbench.assess.speed import predict
 from gapbench.assess.work import Item, Work, WorkRecorder
 from gapbench.devices import resolve
+from gapbench.engine.variant import run_variant
 from gapbench.workloads import get
 from gapbench.workloads.base import Context
 from gapbench.workloads.micro import elementwise as ew
@@ -133,7 +134,11 @@ def test_membw_measures_each_dtype_a_preset_or_the_user_asks_for():
         return [(v.params["dtype"], v.params["kernel"]) for v in vs]
 
     assert {d for d, _ in dtypes("tiny")} == {"fp32"}
-    assert {d for d, _ in dtypes("tiny", dtype=["bf16", "fp32", "int8"])} == {"bf16", "fp32"}
+    assert {d for d, _ in dtypes("tiny", dtype=["bf16", "fp32", "int8"])} == {"bf16", "fp32", "int8"}
+    # a dtype membw does not measure is a row that says so, as the worker records it, never a row measured in fp32
+    c8 = Context(device=cpu, preset="tiny", options={"dtype": ["int8"]})
+    rows = [run_variant(w, v, c8) for v in w.variants("tiny", c8)]
+    assert rows and all(m.status == "unsupported" and "int8 is not among them" in m.reason for m in rows)
     both = dtypes("tiny-dtypes")
     assert [d for d in ("fp32", "bf16", "fp16") if any(x == d for x, _ in both)] == ["fp32", "bf16", "fp16"]
     assert ("fp16", "dot") not in both and ("bf16", "dot") in both  # a half-precision sum would overflow

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from gapbench import devices
+from gapbench.engine.variant import run_variant
 from gapbench.workloads import get
 from gapbench.workloads.base import Context
 from gapbench.workloads.inference import generate as gen
@@ -30,8 +31,8 @@ def ctx(preset="tiny", budget=60, **options) -> Context:
 
 
 def point(w, c, batch=2):
-    """Every row of the first point with this batch size, measured through run() as the worker does."""
-    return [w.run(v, c) for v in w.variants(c.preset, c) if v.params["batch_size"] == batch]
+    """Every row of the first point with this batch size, measured as the worker does (gapbench.engine.variant)."""
+    return [run_variant(w, v, c) for v in w.variants(c.preset, c) if v.params["batch_size"] == batch]
 
 
 def test_registered_name_resolves_to_this_workload():
@@ -181,6 +182,7 @@ def test_run_then_compare_at_equal_interactivity(tmp_path):
 _OOM_SCRIPT = """
 import json, resource, time
 import torch
+from transformers import LlamaForCausalLM  # noqa: F401  (before the limit, as in a worker that built a model)
 from gapbench import devices
 from gapbench.workloads.inference import llm_infer as li
 from gapbench.workloads.base import Context

@@ -11,6 +11,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from gapbench import devices
+from gapbench.engine.variant import run_variant
 from gapbench.workloads import get
 from gapbench.workloads.base import Context
 from gapbench.workloads.models import llm_train as lt
@@ -26,7 +27,7 @@ def run_one(preset="tiny", **options):
     w = lt.LlmTrain()
     c = ctx(preset, **options)
     (v,) = w.variants(preset, c)
-    return v, w.run(v, c)
+    return v, run_variant(w, v, c)  # as the worker runs it
 
 
 def test_registered_name_resolves_to_this_workload():
@@ -155,7 +156,8 @@ def test_unknown_preset_is_a_clear_error():
 
 _AUTO_SCRIPT = """
 import json, resource, sys
-import transformers  # noqa: F401  (imported before the limit, as in a worker that already built a model)
+from transformers import LlamaForCausalLM  # noqa: F401  (imported before the limit, as in a worker that already
+                                           # built a model: its loss modules load scipy where it is installed)
 from gapbench import devices
 from gapbench.workloads.base import Context
 from gapbench.workloads.models.llm_train import LlmTrain

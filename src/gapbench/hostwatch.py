@@ -85,7 +85,7 @@ class Watch:
         if self.device is None:
             return None
         try:
-            return self.device.backend.telemetry(self.device.index)
+            return self.device.telemetry()
         except Exception:
             return None
 

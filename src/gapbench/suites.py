@@ -76,7 +76,7 @@ def names() -> list[str]:
 def entries(suite: str, device_type: str) -> list[tuple[str, str | None]]:
     """The (workload, preset) pairs of a suite for a device type ('cpu', 'cuda', …)."""
     if suite not in SUITES:
-        raise GapbenchError(f"unknown suite {suite!r}; known: {', '.join(SUITES)}")
+        raise GapbenchError(f"--suite: unknown suite {suite!r}; known: {', '.join(SUITES)}")
     cls = "cpu" if device_type == "cpu" else "accelerator"
     out = []
     for e in SUITES[suite]["entries"]:

@@ -22,13 +22,12 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from gapbench.coverage.dispatch import OpRecorder, in_backward
+from gapbench.devices.dtypes import name_of
 from gapbench.workloads.micro.launch import SKIPPED, is_composite
 
 CLASSES = ("gemm", "conv", "attention", "memory", "collective", "view")
 COMPUTE = ("gemm", "conv", "attention")  # classes priced by a FLOP rate
 COLLECTIVE_NAMESPACES = ("c10d", "_c10d_functional", "c10d_functional")
-DTYPE_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "float64": "fp64", "int8": "int8",
-               "float8_e4m3fn": "fp8", "float8_e4m3fnuz": "fp8", "float8_e5m2": "fp8"}
 
 
 @dataclass(frozen=True)
@@ -140,10 +139,7 @@ def _more(item: Item) -> Item:
 
 
 def dtype_name(dtype: torch.dtype | None) -> str:
-    if dtype is None:
-        return ""
-    name = str(dtype).replace("torch.", "")
-    return DTYPE_NAMES.get(name, name)
+    return name_of(dtype)
 
 
 def _tensors(x) -> list[torch.Tensor]:

@@ -48,3 +48,7 @@ def label(text: str) -> str:
     if not text.strip() or len(text) > MAX_LABEL:
         raise argparse.ArgumentTypeError(f"expected a name of 1 to {MAX_LABEL} characters")
     return text
+
+# torch.distributed's backends (c10d): gloo on every device, each stack's own (nccl on CUDA and ROCm, xccl on XPU,
+# hccl on Ascend), and the two a torch build may have been compiled with
+DIST_BACKENDS = ("gloo", "nccl", "xccl", "hccl", "mpi", "ucc")

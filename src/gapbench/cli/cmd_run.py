@@ -9,7 +9,7 @@ import os
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from gapbench.cli._args import count, gib, label, seconds
+from gapbench.cli._args import DIST_BACKENDS, count, gib, label, seconds
 from gapbench.cli._output import err, out, print_json
 from gapbench.errors import GapbenchError
 from gapbench.report.kit import one_line, rich_table, variant_text
@@ -42,62 +42,50 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=count, help="CPU threads for the workloads (torch.set_num_threads)")
     p.add_argument("--memory-limit", type=gib, metavar="GIB",
                    help="address-space limit of each CPU worker (default 85%% of RAM); exceeding it is `oom`")
-    p.add_argument("--dtype", help="precision override: fp32, tf32, bf16, fp16, fp8, int8 (comma list for gemm)")
-    p.add_argument("--compile", action="store_true", help="torch.compile the model workloads")
-    p.add_argument("--attention", help="attention backend for model workloads: sdpa, eager, flash, efficient, math")
-    p.add_argument("--batch-size", help="batch size for model workloads: a number or 'auto' (llm-infer: also a "
-                   "comma list; default there: the sweep 1, 2, 4, … up to memory)")
-    p.add_argument("--steps", type=count, help="denoising steps for diffusion workloads")
-    p.add_argument("--flush-cache", action="store_true", help="flush the last-level cache before each GEMM call")
-    _inference_arguments(p)
     p.add_argument("--nproc", type=int, metavar="N",
                    help="start N ranks on this host through torch's elastic launcher (one per device; on the CPU, "
                         "N processes); under torchrun, leave it out: gapbench joins the job (docs/distributed.md)")
-    p.add_argument("--backend", help="torch.distributed backend (default per device: nccl, gloo, hccl, xccl)")
-    p.add_argument("--parallel", choices=("ddp", "fsdp"),
-                   help="train the model workloads data-parallel on every rank: DDP or FSDP2 (fully_shard)")
-    p.add_argument("--no-baseline", action="store_true",
-                   help="with --parallel: skip the single-device run that scaling efficiency is measured against")
+    p.add_argument("--backend", choices=DIST_BACKENDS, metavar="NAME",
+                   help=f"torch.distributed backend of --nproc ranks ({', '.join(DIST_BACKENDS)}; default per device)")
     p.add_argument("--label", type=label, help="platform name used by compare/report (default: the device product)")
     p.add_argument("--no-history", action="store_true", help="do not record the run in the history database")
     p.add_argument("--json", action="store_true", help="print the results file to stdout instead of a table")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.add_argument("--force", action="store_true", help="replace an existing results file at --output")
+    _workload_arguments(p)
 
 
-def _inference_arguments(p: argparse.ArgumentParser) -> None:
-    g = p.add_argument_group("LLM inference (llm-infer; docs/inference.md)")
-    g.add_argument("--engine", choices=("transformers", "vllm"),
-                   help="transformers static batching (default) or vLLM's offline engine")
-    g.add_argument("--server", metavar="URL", help="measure a running OpenAI-compatible server (vLLM, SGLang, TGI, "
-                   "TensorRT-LLM, llama.cpp) from the client side, concurrency swept")
-    g.add_argument("--served-model", metavar="NAME", help="with --server: the model to request (default: the first "
-                   "in /v1/models)")
-    g.add_argument("--server-devices", type=int, metavar="N", help="with --server: devices the server uses; "
-                   "per-device rows divide by N (default 1)")
-    g.add_argument("--engine-args", metavar="TEXT", help="vLLM: KEY=VALUE,... passed to vllm.LLM; --server: the "
-                   "server's launch arguments, recorded in the results")
-    g.add_argument("--lengths", metavar="IN:OUT[,IN:OUT]", help="input/output token lengths (default per preset; "
-                   "InferenceMAX's are 1024:1024,1024:8192,8192:1024)")
-    g.add_argument("--input-len", type=int, metavar="N", help="input tokens per request (with --output-len)")
-    g.add_argument("--output-len", type=int, metavar="N", help="output tokens per request (with --input-len)")
-    g.add_argument("--concurrency", metavar="N[,N]", help="with --server: requests in flight per point "
-                   "(default 4,8,16,32,64)")
-    g.add_argument("--request-rate", metavar="R", help="with --server: Poisson arrivals at R requests/s "
-                   "(default: all at once)")
-    g.add_argument("--num-prompts", type=int, metavar="N", help="with --server: prompts per round (default 10 × "
-                   "concurrency)")
-    g.add_argument("--length-range", type=float, metavar="R", help="with --server: lengths uniform in "
-                   "[L·(1−R), L·(1+R)] (default 0)")
-    g.add_argument("--slo-ttft-ms", type=float, metavar="MS", help="TTFT limit for SLO attainment and goodput "
-                   "(MLPerf Llama-2-70B Server: 2000; interactive: 450)")
-    g.add_argument("--slo-tpot-ms", type=float, metavar="MS", help="TPOT limit (MLPerf Llama-2-70B Server: 200; "
-                   "interactive: 40)")
+def _workload_arguments(p: argparse.ArgumentParser) -> None:
+    """One flag per option the workloads declare (gapbench.workloads.options), grouped by who declares it; the
+    values are strings here and checked in the plan, against each workload of the run that takes them."""
+    from gapbench.workloads import option_fields
+
+    groups: dict[type, argparse._ArgumentGroup] = {}
+    for name, f in option_fields().items():
+        if f.owner not in groups:
+            groups[f.owner] = p.add_argument_group(f.owner.title)
+        g = groups[f.owner]
+        extra = f.field.json_schema_extra if isinstance(f.field.json_schema_extra, dict) else {}
+        help_ = (f.field.description or "").replace("%", "%%")
+        if f.field.annotation is bool:
+            action = "store_false" if f.field.default is True else "store_true"
+            g.add_argument(f.flag, dest=name, action=action, default=argparse.SUPPRESS, help=help_)
+        else:
+            g.add_argument(f.flag, dest=name, default=argparse.SUPPRESS, metavar=extra.get("metavar", "VALUE"),
+                           type=_reader(f), help=help_)
 
 
-INFERENCE_OPTIONS = ("engine", "server", "served_model", "server_devices", "engine_args", "lengths", "input_len",
-                     "output_len", "concurrency", "request_rate", "num_prompts", "length_range", "slo_ttft_ms",
-                     "slo_tpot_ms")
+def _reader(f):
+    """argparse's type of a workload option: its declaration reads the text (a usage error when none accepts it);
+    whether each workload of the run takes the value is the plan's check."""
+    def read(text: str):
+        try:
+            return f.parse(text)
+        except ValueError as e:
+            raise argparse.ArgumentTypeError(f"{e}, not {text!r}") from None
+
+    read.__name__ = f.name  # argparse names the type in some messages
+    return read
 
 
 class _ProgressReporter:
@@ -133,62 +121,52 @@ class _ProgressReporter:
 
 
 def _options(args) -> dict:
-    opts = {}
-    if args.dtype:
-        from gapbench.devices.base import DTYPE_NAMES
+    """The workload options given on the command line, as typed (the plan checks them)."""
+    from gapbench.workloads import option_fields
 
-        names = [d.strip() for d in args.dtype.split(",")]
-        unknown = [d for d in names if d not in DTYPE_NAMES]
-        if unknown:
-            raise GapbenchError(f"unknown dtype {', '.join(map(repr, unknown))} in --dtype; known: "
-                                f"{', '.join(DTYPE_NAMES)}")
-        opts["dtype"] = names if "," in args.dtype else names[0]
-    if args.compile:
-        opts["compile"] = True
-    if args.attention:
-        opts["attention"] = args.attention
-    if args.batch_size:
-        opts["batch_size"] = _batch_size(args.batch_size)
-    if args.steps:
-        opts["steps"] = args.steps
-    if args.flush_cache:
-        opts["flush_cache"] = True
-    opts.update({k: getattr(args, k) for k in INFERENCE_OPTIONS if getattr(args, k, None) not in (None, "")})
-    if args.parallel:
-        opts["parallel"] = args.parallel
-        if args.no_baseline:
-            opts["scaling_baseline"] = False
-    return opts
-
-
-def _batch_size(text: str):
-    """'auto', a number, or a comma list of numbers (llm-infer's batch sizes)."""
-    if text == "auto":
-        return text
-    try:
-        sizes = [int(x) for x in text.split(",")]
-        if min(sizes) < 1:
-            raise ValueError
-    except ValueError:
-        raise GapbenchError(f"--batch-size must be a whole number of at least 1, a comma list of them or 'auto', not {text!r}") from None
-    return sizes[0] if len(sizes) == 1 else sizes
+    return {name: getattr(args, name) for name in option_fields() if hasattr(args, name)}
 
 
 def _check(args) -> None:
     """Bad combinations and values of the flags: one line, before anything runs."""
-    if args.resume and (args.workload or args.suite or args.workload_file):
-        raise GapbenchError("--resume continues the run recorded in the file; do not combine it with "
-                            "--suite/--workload/--workload-file")
+    _check_values(args)
+    _check_combinations(args)
+    if args.output and not args.resume:
+        check_output(args.output, inputs=args.workload_file, force=args.force, resume_hint=True)
+
+
+def _check_values(args) -> None:
+    for flag, value in (("--output", args.output), ("--resume", args.resume), ("--device", args.device),
+                        ("--suite", args.suite), ("--backend", args.backend)):
+        if value is not None and not value.strip():
+            raise GapbenchError(f"{flag}: empty; give a name")
     for name in ("budget", "variant_budget", "timeout", "min_time", "memory_limit"):
         v = getattr(args, name)
         if v is not None and not v > 0:
             raise GapbenchError(f"--{name.replace('_', '-')} must be positive")
+
+
+def _check_combinations(args) -> None:
+    if args.resume and (args.workload or args.suite is not None or args.workload_file):
+        raise GapbenchError("--resume continues the run recorded in the file; do not combine it with "
+                            "--suite/--workload/--workload-file")
     if args.resume and "RANK" in os.environ and not args.nproc:
         raise GapbenchError("--resume is not available under an external launcher (torchrun); start the job again")
-    if args.parallel and not args.nproc and "RANK" not in os.environ:
+    if getattr(args, "parallel", None) and not args.nproc and "RANK" not in os.environ:
         raise GapbenchError("--parallel trains on several ranks: add --nproc N, or run gapbench under torchrun")
-    if args.output and not args.resume:
-        check_output(args.output, inputs=args.workload_file, force=args.force, resume_hint=True)
+    if args.backend and not args.nproc and "RANK" not in os.environ:
+        raise GapbenchError("--backend is the torch.distributed backend of a rank group: add --nproc N")
+    if args.resume and _options(args):
+        raise GapbenchError(f"--resume continues the run with the options it recorded; leave out "
+                            f"{', '.join(sorted(_flags_given(args)))}")
+    if args.force and not args.output:
+        raise GapbenchError("--force replaces the results file --output names; give --output")
+
+
+def _flags_given(args) -> list[str]:
+    from gapbench.workloads import option_fields
+
+    return [f.flag for name, f in option_fields().items() if hasattr(args, name)]
 
 
 def _plan(args, runner):

@@ -49,10 +49,9 @@ class OpAuditor:
         """device: a gapbench.devices.Device. max_samples 0: every sample OpInfo has."""
         self.dev = device
         self.device = device.torch_device
-        self.backend = device.backend
         self.max_samples = max_samples
         self.time_target_s = time_target_s
-        self.has_fallback_rules = bool(self.backend.fallback_patterns)
+        self.has_fallback_rules = bool(self.dev.fallback_patterns)
         self.fell_back: set[str] = set()  # backends warn once per op; remember every op they named
 
     def sync(self, device=None):
@@ -71,7 +70,7 @@ class OpAuditor:
             else:
                 out = fn()
             self.sync()
-        named = fallback_ops([str(w.message) for w in caught], self.backend.fallback_patterns)
+        named = fallback_ops([str(w.message) for w in caught], self.dev.fallback_patterns)
         self.fell_back.update(n for n in named if n != "<unnamed>")
         hit = list(named)
         if rec is not None:
@@ -130,7 +129,7 @@ class OpAuditor:
                 pool.append(s)
                 if self.max_samples and len(pool) >= 4 * self.max_samples:
                     break
-        self.fell_back.update(n for n in fallback_ops([str(w.message) for w in caught], self.backend.fallback_patterns)
+        self.fell_back.update(n for n in fallback_ops([str(w.message) for w in caught], self.dev.fallback_patterns)
                               if n != "<unnamed>")
         if not self.max_samples or len(pool) <= self.max_samples:
             return pool

@@ -17,11 +17,12 @@ import re
 from functools import lru_cache
 from importlib import metadata
 
-from gapbench.devices.base import DTYPE_NAMES, Backend, Device, EnergyCounter, Timer
+from gapbench.devices.base import Backend, Device, EnergyCounter, Timer
+from gapbench.devices.dtypes import DTYPE_NAMES, DTYPES, DType
 from gapbench.devices.host import available_host_memory, host_identity, host_memory
 from gapbench.errors import GapbenchError
 
-__all__ = ["Backend", "Device", "EnergyCounter", "Timer", "DTYPE_NAMES", "backends", "by_name", "resolve",
+__all__ = ["Backend", "Device", "EnergyCounter", "Timer", "DTYPE_NAMES", "DTYPES", "DType", "backends", "by_name", "resolve",
            "available_types", "kinds", "host_identity", "host_memory", "available_host_memory"]
 
 ENTRY_POINT_GROUP = "gapbench.backends"
@@ -34,7 +35,7 @@ def backends() -> tuple[Backend, ...]:
     """Every backend gapbench knows: the modules of this package, then entry points; best first."""
     found: dict[str, Backend] = {}
     for info in pkgutil.iter_modules(__path__):
-        if info.name in ("base", "host", "tools") or info.name.startswith("_"):
+        if info.name in ("base", "host", "tools", "dtypes") or info.name.startswith("_"):
             continue
         mod = importlib.import_module(f"{__name__}.{info.name}")
         b = getattr(mod, "BACKEND", None)
@@ -97,12 +98,12 @@ def available_types() -> list[str]:
 
 def resolve(spec: str | None) -> Device:
     """'cuda', 'cuda:1', 'rocm', 'cpu' or None / 'auto' (best found) -> Device; unknown or absent -> GapbenchError."""
-    if not spec or spec == "auto":
+    if spec is None or spec == "auto":
         return Device(available_backends()[0], 0)
     m = re.fullmatch(r"([a-z][a-z0-9_]*)(?::(\d+))?", str(spec).strip())
     known = kinds()
     if not m or m.group(1) not in known:
-        raise GapbenchError(f"unknown device {spec!r}; expected one of {', '.join(known)} (optionally :INDEX)")
+        raise GapbenchError(f"--device: unknown device {spec!r}; expected one of {', '.join(known)} (optionally :INDEX)")
     kind, index = m.group(1), int(m.group(2) or 0)
     candidates = [b for b in backends() if kind == b.device_type or kind in b.aliases]
     backend = None
@@ -116,7 +117,9 @@ def resolve(spec: str | None) -> Device:
     if backend is None:
         hint = "; ".join(dict.fromkeys(b.unavailable_hint for b in candidates))
         raise GapbenchError(f"device {spec!r} is not available: {hint}; found: {', '.join(available_types())}")
+    if m.group(2) is not None and not backend.indexed:
+        raise GapbenchError(f"--device {spec!r}: {kind} is one device; name it without an index")
     dev = Device(backend, index if backend.indexed else 0)
     if dev.index >= dev.count:
-        raise GapbenchError(f"device {spec!r}: only {dev.count} {kind} device(s) visible")
+        raise GapbenchError(f"--device {spec!r}: only {dev.count} {kind} device(s) visible")
     return dev

@@ -17,8 +17,6 @@ from typing import TYPE_CHECKING, ClassVar
 if TYPE_CHECKING:
     import torch
 
-# gapbench's names for the element types a device may or may not compute in
-DTYPE_NAMES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 
 
 class Timer:
@@ -233,6 +231,12 @@ class Backend:
 
     def matmul_unsupported(self, index: int, dtype: str) -> str:
         """'' when the device has a matmul path for `dtype` (tf32 inputs, fp8 scaled mm, int8 mm), else why not."""
+        import torch
+
+        if dtype == "fp8" and not hasattr(torch, "_scaled_mm"):
+            return f"torch {torch.__version__} has no torch._scaled_mm"
+        if dtype == "int8" and not hasattr(torch, "_int_mm"):
+            return f"torch {torch.__version__} has no torch._int_mm"
         return self.dtype_unsupported(index, dtype)
 
     def has_native_bf16(self, index: int) -> bool:
@@ -414,7 +418,9 @@ class Device:
     def llc_bytes(self) -> int:
         return self.backend.llc_bytes(self.index)
 
+    # ---- element types ----------------------------------------------------------------------------
     def dtype_unsupported(self, dtype: str) -> str:
+        """'' when this device computes in `dtype` (a gapbench dtype name) at all, else why not."""
         return self.backend.dtype_unsupported(self.index, dtype)
 
     def matmul_unsupported(self, dtype: str) -> str:
@@ -426,8 +432,101 @@ class Device:
     def fp8_e4m3(self):
         return self.backend.fp8_e4m3(self.index)
 
+    def torch_dtype(self, dtype: str):
+        """The torch dtype tensors of `dtype` are kept in here (fp8: this device's e4m3 flavour)."""
+        from gapbench.devices.dtypes import dtype as row
+
+        return self.fp8_e4m3() if dtype == "fp8" else row(dtype).torch
+
+    def math_mode(self, dtype: str):
+        """The context a computation in `dtype` runs in: fp32 matmuls and convolutions as TF32 for tf32, in full
+        fp32 for fp32 (a stack's TF32 default does not turn an fp32 row into a TF32 speed); nothing for the rest."""
+        from gapbench.devices.dtypes import dtype as row
+
+        if row(dtype).storage != "float32":
+            return contextlib.nullcontext()
+        return self.backend.tf32(row(dtype).math == "tf32")
+
+    def tf32_enabled(self) -> bool:
+        """Whether fp32 matmuls may run as TF32 right now (MFU is then taken against the TF32 peak)."""
+        return self.backend.tf32_enabled()
+
+    def semi_structured_unsupported(self) -> str:
+        return self.backend.semi_structured_unsupported(self.index)
+
+    # ---- memory as the host sees it -------------------------------------------------------------------
+    @property
+    def host_memory_is_device_memory(self) -> bool:
+        """Where an allocation past memory is the kernel's OOM killer rather than the device's own error."""
+        return self.backend.host_memory_is_device_memory
+
+    def host_buffer(self, n: int, dtype, pinned: bool):
+        return self.backend.host_buffer(n, dtype, pinned)
+
+    @property
+    def fused_optimizer(self) -> bool:
+        """Whether users run AdamW(fused=True) here."""
+        return self.backend.fused_optimizer
+
+    # ---- libraries --------------------------------------------------------------------------------
+    def gemm_library(self, dtype: str) -> str:
+        return self.backend.gemm_library(self.index, dtype)
+
+    def blas_choices(self) -> dict[str, str]:
+        return self.backend.blas_choices(self.index)
+
+    def prefer_blas(self, choice: str):
+        return self.backend.prefer_blas(self.index, choice)
+
+    def tunable_gemm_unsupported(self) -> str:
+        return self.backend.tunable_gemm_unsupported(self.index)
+
+    def tunable_gemm(self, results_file: str, tune: bool):
+        return self.backend.tunable_gemm(self.index, results_file, tune)
+
+    def tuning_file(self) -> str:
+        return self.backend.tuning_file(self.index)
+
+    def triton_unsupported(self) -> str:
+        return self.backend.triton_unsupported(self.index)
+
+    def compile_unsupported(self) -> str:
+        return self.backend.compile_unsupported(self.index)
+
+    def inductor_gemm_templates(self) -> dict[str, str]:
+        return self.backend.inductor_gemm_templates(self.index)
+
+    def host_gemm_libraries(self) -> dict[str, str]:
+        return self.backend.host_gemm_libraries(self.index)
+
+    def attention_kernels(self) -> dict[str, str]:
+        return self.backend.attention_kernels(self.index)
+
+    def flex_attention_unsupported(self) -> str:
+        return self.backend.flex_attention_unsupported(self.index)
+
+    # ---- identity, energy, topology -----------------------------------------------------------------
     def energy_counter(self) -> EnergyCounter | None:
         return self.backend.energy_counter(self.index)
+
+    def telemetry(self) -> dict | None:
+        return self.backend.telemetry(self.index)
+
+    def topology(self) -> dict | None:
+        return self.backend.topology()
+
+    def max_ranks_per_host(self) -> int | None:
+        return self.backend.max_ranks_per_host()
+
+    @property
+    def dist_backend(self) -> str:
+        """This stack's torch.distributed backend (nccl, xccl, hccl; gloo on the CPU)."""
+        return self.backend.dist_backend
+
+    @property
+    def fallback_patterns(self) -> tuple[str, ...]:
+        """The warning texts by which this stack says an operator fell back to the CPU (the coverage audit)."""
+        return self.backend.fallback_patterns
 
     def identity(self) -> dict:
         from gapbench.devices.host import common_identity

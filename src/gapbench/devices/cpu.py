@@ -66,8 +66,11 @@ def numpy_blas() -> str:
         from threadpoolctl import threadpool_info
     except ImportError:
         return f"{name} {version}" if version else name
-    for lib in threadpool_info():
-        if lib.get("user_api") == "blas" and lib.get("internal_api", "") in name.lower():
+    blas = [lib for lib in threadpool_info() if lib.get("user_api") == "blas"
+            and lib.get("internal_api", "") in name.lower()]
+    # numpy's own copy first: scipy (which transformers imports where it is installed) loads an OpenBLAS of its own
+    blas.sort(key=lambda lib: os.sep + "numpy" not in str(lib.get("filepath", "")))
+    for lib in blas:
             extra = ", ".join(f"{v} {k}" for k, v in (("kernels", lib.get("architecture")),
                                                         ("threading", lib.get("threading_layer"))) if v)
             return f"{lib['internal_api']} {lib.get('version') or version or ''} ({extra})".replace("  ", " ")
@@ -108,15 +111,6 @@ class Cpu(Backend):
         if dtype == "tf32":
             return "TF32 is a tensor-core input format; this device has no TF32 path (fp32 runs instead)"
         return ""
-
-    def matmul_unsupported(self, index: int, dtype: str) -> str:
-        import torch
-
-        if dtype == "fp8" and not hasattr(torch, "_scaled_mm"):
-            return f"torch {torch.__version__} has no torch._scaled_mm"
-        if dtype == "int8" and not hasattr(torch, "_int_mm"):
-            return f"torch {torch.__version__} has no torch._int_mm"
-        return self.dtype_unsupported(index, dtype)
 
     def has_native_bf16(self, index: int) -> bool:
         """AVX512-BF16, AMX-BF16 or Arm BF16 (BFMMLA): bf16 arithmetic in hardware."""

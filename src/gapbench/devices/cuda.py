@@ -144,13 +144,16 @@ class TorchGpu(Backend):
         @contextlib.contextmanager
         def ctx():
             prev, prev_flag = torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32
+            prev_conv = torch.backends.cudnn.allow_tf32  # True by default: fp32 convolutions would run as TF32
             torch.set_float32_matmul_precision("high" if on else "highest")
             torch.backends.cuda.matmul.allow_tf32 = on
+            torch.backends.cudnn.allow_tf32 = on
             try:
                 yield
             finally:
                 torch.set_float32_matmul_precision(prev)
                 torch.backends.cuda.matmul.allow_tf32 = prev_flag
+                torch.backends.cudnn.allow_tf32 = prev_conv
 
         return ctx()
 
@@ -158,15 +161,6 @@ class TorchGpu(Backend):
         import torch
 
         return bool(torch.backends.cuda.matmul.allow_tf32)
-
-    def matmul_unsupported(self, index: int, dtype: str) -> str:
-        import torch
-
-        if dtype == "fp8" and not hasattr(torch, "_scaled_mm"):
-            return f"torch {torch.__version__} has no torch._scaled_mm"
-        if dtype == "int8" and not hasattr(torch, "_int_mm"):
-            return f"torch {torch.__version__} has no torch._int_mm"
-        return self.dtype_unsupported(index, dtype)
 
     # ---- libraries ---------------------------------------------------------------------------------
     # torch's preferred-BLAS setting as it reports it (torch._C._BlasBackend) -> the library on this stack

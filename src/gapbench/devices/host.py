@@ -34,6 +34,8 @@ ISA_FLAGS_OF_INTEREST = (
 # scratchpad allocation fails (seen under RLIMIT_AS on the CPU)
 OOM_TEXT = ("out of memory", "not enough memory", "can't allocate memory", "cannot allocate memory",
             "failed to allocate", "allocation failed", "could not create a primitive")
+# a library that cannot be mapped under the worker's address-space limit (--memory-limit): memory ran out too
+MAP_TEXT = "failed to map segment from shared object"
 
 
 def is_oom_text(exc: BaseException) -> bool:
@@ -43,6 +45,8 @@ def is_oom_text(exc: BaseException) -> bool:
     oom_type = getattr(torch, "OutOfMemoryError", None)
     if isinstance(exc, MemoryError) or (oom_type is not None and isinstance(exc, oom_type)):
         return True
+    if isinstance(exc, ImportError):
+        return MAP_TEXT in str(exc)
     return isinstance(exc, RuntimeError) and any(t in str(exc).lower() for t in OOM_TEXT)
 
 

@@ -65,7 +65,7 @@ def from_env(backend: str, launcher: str) -> DistInfo:
 def interconnect(device) -> dict:
     """The links between devices and hosts that this host lets us read; every part is optional."""
     out: dict = {}
-    topo = device.backend.topology()
+    topo = device.topology()
     if topo:
         out["topology"] = topo
     nets = network_interfaces()

@@ -246,7 +246,7 @@ def check_nproc(nproc: int, device) -> None:
         raise GapbenchError(f"--nproc must be at least 1, not {nproc}")
     if not torch.distributed.is_available():
         raise GapbenchError("this torch build has no torch.distributed; --nproc needs it")
-    most = device.backend.max_ranks_per_host()
+    most = device.max_ranks_per_host()
     if most is not None and nproc > most:
         raise GapbenchError(f"--nproc {nproc}: only {most} {device.kind} device(s) on this host "
                             "(one rank per device); for more, run on several nodes under torchrun")

@@ -35,7 +35,7 @@ from datetime import timedelta
 from gapbench.engine.channel import EventWriter
 from gapbench.engine.jobs import WorkloadJob
 from gapbench.engine.lifeline import tie_to_parent
-from gapbench.engine.variant import keys_of, limit_memory, load_workload, run_variant, variant_budgets
+from gapbench.engine.variant import keys_of, limit_memory, load_workload, options_of, run_variant, variant_budgets
 
 STATUS_EVERY_S = 1.0
 
@@ -205,7 +205,7 @@ def run(job: WorkloadJob, events: EventWriter, status: Status) -> None:
     g = join(job, status)
     events.send("hello", pid=os.getpid(), device=g.ident)
     w, preset = load_workload(job)
-    options = dict(job.options or {})
+    options = options_of(w, job)
     parallel = options.get("parallel") if not w.distributed else None
     wrap = ParallelWrapper(parallel, g.device, g.me) if parallel else None
     lockstep = w.distributed or bool(parallel)
@@ -220,7 +220,7 @@ def run(job: WorkloadJob, events: EventWriter, status: Status) -> None:
     events.send("variants", total=len(chosen), todo=len(todo), keys=keys_of(w, preset, todo),
                 variants=[v.params for v in todo], unit=w.unit, higher_is_better=w.higher_is_better)
     # ranks that share the host's cores measure single-device workloads in turn
-    one_at_a_time = not lockstep and g.device.backend.host_memory_is_device_memory
+    one_at_a_time = not lockstep and g.device.host_memory_is_device_memory
     n = g.me.world_size
     deadline = time.monotonic() + job.workload_budget_s if job.workload_budget_s else None
     for v, budget in zip(todo, variant_budgets(len(todo), job.variant_budget_s, deadline), strict=True):
@@ -250,8 +250,8 @@ def _with_baseline(m, v, w, ctx, parallel: str) -> list:
     from gapbench.workloads.base import Variant
 
     plain = {k: x for k, x in v.params.items() if k not in ("parallel", "world_size")}
-    options = {k: x for k, x in ctx.options.items() if k != "parallel"}
-    single_ctx = replace(ctx, options=options, dist=None, agreement=LOCAL, wrap_model=None)
+    single_ctx = replace(ctx, options=ctx.options.model_copy(update={"parallel": None}), dist=None, agreement=LOCAL,
+                         wrap_model=None)
     single = run_variant(w, Variant(plain, v.flops, v.bytes), single_ctx)
     single = single.replace(variant=plain, metrics=single.metrics | {
         "scaling_baseline_for": f"--parallel {parallel} on {ctx.dist.world_size} ranks"})

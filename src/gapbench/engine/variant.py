@@ -13,8 +13,9 @@ from pydantic import ValidationError
 
 from gapbench.record import schema_error
 from gapbench.results import Measurement, now_iso, variant_key
-from gapbench.workloads import Context, Variant, Workload, load_file
+from gapbench.workloads import Context, Variant, Workload, load_file, takes
 from gapbench.workloads import get as get_workload
+from gapbench.workloads.options import Options, read_options
 
 MIN_VARIANT_BUDGET_S = 0.5
 
@@ -34,6 +35,12 @@ def load_workload(job) -> tuple[Workload, str]:
         extra.update(load_file(path))
     w = get_workload(job.workload, extra)
     return w, job.preset or w.default_preset
+
+
+def options_of(w: Workload, job) -> Options:
+    """The job's options as the workload declares them (those it does not take left out), checked again: a
+    journal may have been edited since the plan checked them."""
+    return read_options(w.options, {k: v for k, v in (job.options or {}).items() if takes(w, k)}, w.name)
 
 
 def keys_of(w: Workload, preset: str, variants: list[Variant]) -> list[str]:
@@ -60,6 +67,10 @@ def run_variant(w: Workload, v: Variant, ctx: Context) -> Measurement:
     device = ctx.device
     t0, started = time.monotonic(), now_iso()
     try:
+        why = w.unsupported(v, ctx)
+        if why:
+            return w.failed(v, ctx, "unsupported", why).replace(duration_s=time.monotonic() - t0, started_at=started,
+                                                                metrics={"category": w.category})
         device.reset_peak_memory()
         m = w.run(v, ctx)
         if not isinstance(m, Measurement):

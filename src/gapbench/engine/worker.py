@@ -18,18 +18,22 @@ import traceback
 from gapbench.engine.channel import EventWriter
 from gapbench.engine.jobs import WorkloadJob
 from gapbench.engine.lifeline import tie_to_parent
-from gapbench.engine.variant import keys_of, limit_memory, load_workload, run_variant, variant_budgets
+from gapbench.engine.variant import keys_of, limit_memory, load_workload, options_of, run_variant, variant_budgets
 
 
 def describe(job: WorkloadJob) -> dict:
-    """Names, presets and units of the workloads in the job's workload files (checked before a run starts)."""
+    """Names, presets, units and options of the workloads in the job's workload files, with the job's options
+    checked against what each declares (a bad value is bad input: the run does not start)."""
     from gapbench import workloads
 
     out = {}
     for path in job.workload_files or []:
         for name, w in workloads.load_file(path).items():
+            options_of(w, job)
             out[name] = {"presets": list(w.presets), "default_preset": w.default_preset, "unit": w.unit,
-                         "category": w.category, "description": w.description, "file": True}
+                         "category": w.category, "description": w.description, "file": True,
+                         "options": list(w.options.model_fields),
+                         "any_options": w.options.model_config.get("extra") == "allow"}
     return out
 
 
@@ -46,7 +50,7 @@ def run_job(job: WorkloadJob, events: EventWriter) -> None:
     events.send("hello", pid=os.getpid(), device=device.identity())
     w, preset = load_workload(job)
     base = Context(device=device, preset=preset, budget_s=job.variant_budget_s, min_time_s=job.min_time_s,
-                   repeats=job.repeats, options=job.options or {})
+                   repeats=job.repeats, options=options_of(w, job))
     chosen = w.variants(preset, base)
     skip = set(job.skip or [])
     todo = [v for v in chosen if keys_of(w, preset, [v])[0] not in skip]

@@ -8,15 +8,17 @@ import time
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import BeforeValidator, Field, StringConstraints
+from pydantic import BeforeValidator, Field, PrivateAttr, StringConstraints
 
 from gapbench import devices, suites, workloads
+from gapbench.devices import Device
 from gapbench.engine.jobs import WorkloadJob
 from gapbench.engine.journal import journal_path
 from gapbench.errors import GapbenchError
 from gapbench.record import INT64_MAX, Json, Name, OptName, Rate, Record
 from gapbench.run.workload import Reporter, attempt, launch_worker
 from gapbench.timing import DEFAULT_BUDGET
+from gapbench.workloads.options import read_options
 
 
 def _pairs(v: Any) -> Any:
@@ -43,6 +45,16 @@ class RunPlan(Record):
     nproc: Annotated[int, Field(ge=1, le=100_000)] | None = None  # ranks to start on this host (gapbench.distributed)
     backend: OptName = None  # torch.distributed backend; default per device (nccl, gloo, hccl, xccl)
 
+    _device: Device | None = PrivateAttr(default=None)
+
+    @property
+    def resolved(self) -> Device:
+        """The plan's device, resolved once in this process (its spec is what the journal keeps)."""
+        if self._device is None:
+            self._device = devices.resolve(self.device)
+        return self._device
+
+
 
 def default_output(device: str) -> str:
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -54,14 +66,15 @@ def default_output(device: str) -> str:
 
 
 def build_plan(*, device: str | None = None, suite: str | None = None, workload_specs: list[str] | None = None,
-               workload_files: list[str] | None = None, **kw) -> RunPlan:
-    """Resolve names into a plan; unknown device/suite/workload/preset -> GapbenchError before anything runs."""
+               workload_files: list[str] | None = None, options: dict | None = None, **kw) -> RunPlan:
+    """Resolve names into a plan; an unknown device, suite, workload or preset, and a bad option value, are a
+    GapbenchError before anything runs."""
     dev = devices.resolve(device)
     files = [str(Path(f).resolve()) for f in (workload_files or [])]
-    file_info = describe_files(files, kw.get("timeout_s")) if files else {}
+    file_info = describe_files(files, kw.get("timeout_s"), options) if files else {}
     entries: list[tuple[str, str | None]] = []
     device_class = "accelerator" if dev.is_accelerator else "cpu"
-    if suite:
+    if suite is not None:
         entries += suites.entries(suite, device_class)
     for spec in workload_specs or []:
         entries.append(workloads.parse_spec(spec))
@@ -74,25 +87,104 @@ def build_plan(*, device: str | None = None, suite: str | None = None, workload_
         if name in file_info:
             presets = file_info[name]["presets"]
         else:
-            presets = list(workloads.get(name).presets)
+            try:
+                presets = list(workloads.get(name).presets)
+            except GapbenchError as e:
+                raise GapbenchError(f"--workload {name}: {e}") from None
         if preset is not None and preset not in presets:
-            raise GapbenchError(f"unknown preset {preset!r} for workload {name!r}; known: {', '.join(presets)}")
+            raise GapbenchError(f"--workload {name}:{preset}: unknown preset {preset!r} for workload {name!r}; "
+                                f"known: {', '.join(presets)}")
     if int(kw.get("runs") or 1) < 1:
         raise GapbenchError(f"--runs must be at least 1, not {kw.get('runs')}")
     if kw.get("nproc") is not None:
         from gapbench.distributed.launch import check_nproc
 
         check_nproc(kw["nproc"], dev)
-    return RunPlan(device=str(dev), entries=entries, suite=suite, workload_files=files, **kw)
+    if kw.get("backend"):
+        check_dist_backend(kw["backend"], dev)
+    options = checked_options(dict(options or {}), entries, file_info)
+    plan = RunPlan(device=str(dev), entries=entries, suite=suite, workload_files=files, options=options, **kw)
+    plan._device = dev  # resolved once, here
+    return plan
 
 
-def describe_files(files: list[str], timeout_s: float | None = None) -> dict:
-    """Import workload files in a throwaway worker (a file that crashes on import cannot take us down)."""
-    job = WorkloadJob(workload="", device="cpu", workload_files=files, describe=True)
+def check_dist_backend(name: str, dev: Device) -> None:
+    """gloo, or the device's own torch.distributed backend, or one this torch build was compiled with (mpi, ucc)."""
+    import torch.distributed as dist
+
+    if name in ("gloo", dev.dist_backend):
+        return
+    if name in ("mpi", "ucc") and dist.is_available() and dist.is_backend_available(name):
+        return
+    own = "gloo" if dev.dist_backend == "gloo" else f"gloo or {dev.dist_backend}"
+    raise GapbenchError(f"--backend {name}: ranks on {dev} talk through {own}"
+                        + ("" if name not in ("mpi", "ucc") else f"; this torch has no {name} backend"))
+
+
+def checked_options(given: dict, entries: list[tuple[str, str | None]], file_info: dict) -> dict:
+    """The workload options of a run, each checked against every workload of the run that takes it (a bad value,
+    or an option none of them takes, is a GapbenchError naming the flag), as JSON values ('4' becomes 4, 'a,b' a
+    list). What workload files declare was checked by describe_files."""
+    fields = workloads.option_fields()
+    built_in = {name: workloads.get(name) for name, _ in entries if name not in file_info}
+
+    def takes(name: str, key: str) -> bool:
+        if name in file_info:
+            return bool(file_info[name].get("any_options")) or key in (file_info[name].get("options") or [])
+        return workloads.takes(built_in[name], key)
+
+    names = list(dict.fromkeys(n for n, _ in entries))
+    for key in given:
+        if not any(takes(n, key) for n in names):
+            raise GapbenchError(_nobody_takes(key, names, fields))
+    canonical: dict = {}
+    for key in given:  # a flag means one thing: taken by no built-in workload here, its type is its declaration's
+        if key in fields and not any(n in built_in and takes(n, key) for n in names):
+            canonical[key] = _parsed(fields[key], given[key])
+    for name, preset in dict.fromkeys(entries):
+        if name in built_in:
+            mine = {k: canonical.get(k, v) for k, v in given.items() if takes(name, k)}
+            for k, v in _checked_by(built_in[name], preset, mine).items():
+                canonical.setdefault(k, v)
+    return canonical | {k: v for k, v in given.items() if k not in canonical}
+
+
+def _nobody_takes(key: str, names: list[str], fields: dict) -> str:
+    if key not in fields:
+        return f"unknown workload option {key!r}; known: {', '.join(fields)}"
+    others = [n for n in workloads.names() if workloads.takes(workloads.get(n), key)]
+    return (f"{fields[key].flag}: none of this run's workloads ({', '.join(names)}) takes it"
+            + (f"; {', '.join(others)} take{'s' if len(others) == 1 else ''} it" if others else ""))
+
+
+def _parsed(flag, value):
+    try:
+        return flag.parse(value)
+    except ValueError as e:
+        raise GapbenchError(f"{flag.flag} {value!r}: {e}") from None
+
+
+def _checked_by(w, preset: str | None, given: dict) -> dict:
+    """The options a workload takes as it reads them (JSON values), checked for its preset too."""
+    opts = read_options(w.options, given, w.name)
+    try:
+        w.check(opts, preset or w.default_preset)
+    except ValueError as e:
+        raise GapbenchError(f"{w.name}:{preset or w.default_preset}: {e}") from None
+    dumped = opts.given()
+    return {k: dumped.get(k, v) for k, v in given.items()}
+
+
+def describe_files(files: list[str], timeout_s: float | None = None, options: dict | None = None) -> dict:
+    """Import workload files in a throwaway worker (a file that crashes on import cannot take us down); it also
+    checks `options` against what each of their workloads declares."""
+    job = WorkloadJob(workload="", device="cpu", workload_files=files, describe=True, options=dict(options or {}))
     a = attempt(job, launch_worker, timeout_s, Reporter(), lambda m: None)
     if a.described is not None:
         return a.described
+    if a.failure is not None and a.bad_input:
+        raise GapbenchError(a.failure.reason)
     why = a.failure.reason if a.failure else "no answer"
-    raise GapbenchError(f"workload file(s) {', '.join(files)} could not be imported: {why}")
+    raise GapbenchError(f"--workload-file {', '.join(files)}: could not be imported: {why}")
 
 

@@ -7,7 +7,7 @@ import os
 
 from gapbench import workloads
 from gapbench.engine.journal import Journal, journal_path
-from gapbench.errors import GapbenchError
+from gapbench.errors import GapbenchError, ResultFileError
 from gapbench.record import SchemaError
 from gapbench.results import SCHEMA_VERSION, Measurement, ResultSet, load
 from gapbench.run.plan import RunPlan
@@ -23,7 +23,7 @@ def read_journal(output: str) -> tuple[dict, RunPlan, dict[tuple[int, str], Meas
         contents = journal.read(is_header=lambda o: o.get("event") == "header", what="run journal")
         header = contents.header
         if header is None or not isinstance(header.get("plan"), dict):
-            raise GapbenchError(f"cannot resume {output}: its journal {journal.path} has no run plan")
+            raise GapbenchError(f"cannot resume {output} (--resume): its journal {journal.path} has no run plan")
         for ev in contents.entries:
             if ev.get("event") == "device" and isinstance(ev.get("identity"), dict):
                 header["device"] = ev["identity"]
@@ -35,14 +35,17 @@ def read_journal(output: str) -> tuple[dict, RunPlan, dict[tuple[int, str], Meas
                     continue  # an entry that does not read is measured again
                 done[(p, m.key)] = m
     elif not os.path.exists(output):
-        raise GapbenchError(f"cannot resume {output}: neither it nor its journal {journal.path} exists")
+        raise GapbenchError(f"cannot resume {output} (--resume): neither it nor its journal {journal.path} exists")
     else:
-        rs = load(output)
+        try:
+            rs = load(output)
+        except ResultFileError as e:
+            raise GapbenchError(f"--resume {e}") from None
         workloads_ = rs.options.get("workloads")
         if not isinstance(workloads_, list) or "device" not in rs.options:
-            raise GapbenchError(f"cannot resume {output}: it does not record its run plan")
+            raise GapbenchError(f"cannot resume {output} (--resume): it does not record its run plan")
         if rs.options.get("runs") not in (None, 1):
-            raise GapbenchError(f"cannot resume {output} without its journal: its {rs.options['runs']} runs are "
+            raise GapbenchError(f"cannot resume {output} (--resume) without its journal: its {rs.options['runs']} runs are "
                                 "merged in the file")
         plan = dict(rs.options)
         plan["entries"] = [list(workloads.parse_spec(s)) if isinstance(s, str) else s for s in workloads_]
@@ -58,11 +61,11 @@ def _checked_plan(header: dict, output: str) -> RunPlan:
     try:
         plan = RunPlan.read(header["plan"])
     except SchemaError as e:
-        raise GapbenchError(f"cannot resume {output}: its run plan is damaged: plan.{e}") from None
+        raise GapbenchError(f"cannot resume {output} (--resume): its run plan is damaged: plan.{e}") from None
     head = {"schema_version": SCHEMA_VERSION, "run_id": header.get("run_id"), "started_at": header.get("started_at"),
             "host": header.get("host") or {}, "device": header.get("device") or {}, "measurements": []}
     try:
         ResultSet.read(head)
     except SchemaError as e:
-        raise GapbenchError(f"cannot resume {output}: its journal header is damaged: {e}") from None
+        raise GapbenchError(f"cannot resume {output} (--resume): its journal header is damaged: {e}") from None
     return plan

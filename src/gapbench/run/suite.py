@@ -65,12 +65,12 @@ def run_suite(plan: RunPlan | None = None, *, output: str | None = None, resume:
         identity = _run_entries(plan, passes, journal, set(done), reporter) or header.get("device")
     except KeyboardInterrupt:
         rs.measurements = _by_variant(passes)
-        rs.device = header.get("device") or devices.resolve(plan.device).identity()
+        rs.device = header.get("device") or plan.resolved.identity()
         rs.finished_at = now_iso()
         save(rs, output)
         raise Interrupted(output) from None
     rs.measurements = _by_variant(passes)
-    rs.device = identity or devices.resolve(plan.device).identity()
+    rs.device = identity or plan.resolved.identity()
     if plan.suite == "parity" or plan.options.get("frameworks"):
         from gapbench.frameworks import probe_all  # each framework in its own subprocess, never installs
 
@@ -149,19 +149,18 @@ def _record_history(rs: ResultSet, reporter: Reporter) -> None:
 # ---- one workload in worker processes -----------------------------------------------------------
 
 def _job(plan: RunPlan, name: str, preset: str | None, workload_budget: float | None, skip: set[str]) -> WorkloadJob:
-    backend = devices.resolve(plan.device).backend
+    shared = plan.resolved.host_memory_is_device_memory  # an allocation past memory is the OOM killer's
     mem = plan.memory_limit_bytes
-    if mem is None and backend.host_memory_is_device_memory:
+    if mem is None and shared:
         mem = int(devices.host_memory() * 0.85) or None
     job = WorkloadJob(workload=name, preset=preset, device=plan.device, workload_files=list(plan.workload_files),
                       skip=sorted(skip), workload_budget_s=workload_budget, variant_budget_s=plan.variant_budget_s,
                       min_time_s=plan.min_time_s, repeats=plan.repeats, options=dict(plan.options),
-                      threads=plan.threads, memory_limit_bytes=mem if backend.host_memory_is_device_memory else None)
+                      threads=plan.threads, memory_limit_bytes=mem if shared else None)
     if plan.nproc or _external_rank() is not None:
         # the group's own time limit outlasts the runner's, whose hang diagnosis names the rank; where ranks
         # share the host's cores they measure single-device workloads in turn, so one waits for all the others
-        limit = (plan.timeout_s or 3 * plan.variant_budget_s + 30) * (
-            (plan.nproc or 1) if backend.host_memory_is_device_memory else 1)
+        limit = (plan.timeout_s or 3 * plan.variant_budget_s + 30) * ((plan.nproc or 1) if shared else 1)
         job.nproc, job.backend = plan.nproc, plan.backend
         job.launcher = "gapbench" if plan.nproc else "torchrun"
         job.dist_timeout_s = limit + 60

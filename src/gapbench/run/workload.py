@@ -61,6 +61,7 @@ class Attempt:
     higher_is_better: bool = True
     done: bool = False
     described: dict | None = None
+    bad_input: bool = False  # the failure is the user's input (GapbenchError in the child), not the workload's
 
 
 def variant_limit(budget_s: float, timeout_s: float | None) -> float:
@@ -102,6 +103,7 @@ def attempt(job: WorkloadJob, launch: Launcher, timeout_s: float | None, reporte
                 return startup_limit(timeout_s)  # the next variant's set-up happens before its start event
             elif kind in ("setup_error", "bad_input"):
                 reason = str(ev.get("reason", ""))
+                a.bad_input = kind == "bad_input"
                 status = "oom" if "MemoryError" in reason or "out of memory" in reason.lower() else "error"
                 a.failure = failures.Failure(status, reason)
             elif kind == "describe":

@@ -5,14 +5,18 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+import pkgutil
 import sys
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 from gapbench.errors import GapbenchError
 from gapbench.workloads.base import Context, Variant, Workload
+from gapbench.workloads.options import Flag, Options, declared_in, flag_of
 
-__all__ = ["Context", "Variant", "Workload", "BUILTIN", "get", "names", "load_file", "parse_spec"]
+__all__ = ["Context", "Variant", "Workload", "BUILTIN", "get", "names", "load_file", "parse_spec", "option_classes",
+           "option_fields", "takes"]
 
 # name -> "module:attribute"; a workload whose module is not present is simply not listed
 BUILTIN: dict[str, str] = {
@@ -86,11 +90,11 @@ def load_file(path: str) -> dict[str, Workload]:
     """Import a user's workload file and return the workloads it defines (classes or instances)."""
     p = Path(path)
     if not p.is_file():
-        raise GapbenchError(f"workload file {path}: no such file")
+        raise GapbenchError(f"--workload-file {path}: no such file")
     mod_name = f"gapbench_user_{abs(hash(str(p.resolve())))}"
     spec = importlib.util.spec_from_file_location(mod_name, p)
     if spec is None or spec.loader is None:
-        raise GapbenchError(f"workload file {path}: cannot be imported")
+        raise GapbenchError(f"--workload-file {path}: cannot be imported")
     module = importlib.util.module_from_spec(spec)
     sys.modules[mod_name] = module
     try:
@@ -98,7 +102,7 @@ def load_file(path: str) -> dict[str, Workload]:
     except BaseException as e:  # SystemExit and KeyboardInterrupt from user code included
         if isinstance(e, KeyboardInterrupt):
             raise
-        raise GapbenchError(f"workload file {path} failed to import: {e.__class__.__name__}: {e}") from None
+        raise GapbenchError(f"--workload-file {path}: failed to import: {e.__class__.__name__}: {e}") from None
     found: dict[str, Workload] = {}
     for attr, obj in vars(module).items():
         if attr.startswith("_") or getattr(obj, "__module__", mod_name) != mod_name and inspect.isclass(obj):
@@ -109,13 +113,48 @@ def load_file(path: str) -> dict[str, Workload]:
             w = _instantiate(obj, f"{path}:{attr}")
             found[w.name] = w
     if not found:
-        raise GapbenchError(f"workload file {path} defines no Workload (subclass gapbench.workloads.Workload)")
+        raise GapbenchError(f"--workload-file {path}: defines no Workload (subclass gapbench.workloads.Workload)")
     return found
+
+
+def option_classes() -> list[type[Options]]:
+    """Every options model the built-in workloads declare, base classes first: the `options` modules of this
+    package and its rooms (none of them imports torch, so the command line reads them to build its flags)."""
+    for info in pkgutil.walk_packages(__path__, f"{__name__}."):
+        if info.name.rsplit(".", 1)[-1] == "options":
+            importlib.import_module(info.name)
+    out, todo = [], [Options]
+    while todo:
+        cls = todo.pop(0)
+        if cls not in out:
+            out.append(cls)
+            todo += cls.__subclasses__()
+    return [c for c in out if c.__module__.startswith(__name__)]
+
+
+def option_fields() -> dict[str, Flag]:
+    """Each option of the built-in workloads, by name: its flag, first declaration and every declaration."""
+    first: dict[str, tuple[Any, type[Options]]] = {}
+    every: dict[str, list[Any]] = {}
+    for cls in option_classes():
+        for owner, names in declared_in(cls).items():
+            for name in names:
+                field = cls.model_fields[name]
+                first.setdefault(name, (field, owner))
+                if all(repr(field.rebuild_annotation()) != repr(f.rebuild_annotation()) for f in every.get(name, [])):
+                    every.setdefault(name, []).append(field)
+    return {name: Flag(name, flag_of(name, field), field, owner, tuple(every[name]))
+            for name, (field, owner) in first.items()}
+
+
+def takes(w: Workload, name: str) -> bool:
+    """Whether a workload takes the option `name` (a workload that declares no options takes every one)."""
+    return name in w.options.model_fields or w.options.model_config.get("extra") == "allow"
 
 
 def parse_spec(spec: str) -> tuple[str, str | None]:
     """'gemm:standard' -> ('gemm', 'standard'); 'membw' -> ('membw', None)."""
-    name, _, preset = spec.partition(":")
-    if not name:
-        raise GapbenchError(f"bad workload spec {spec!r}; expected NAME or NAME:PRESET")
+    name, colon, preset = spec.partition(":")
+    if not name or (colon and not preset):
+        raise GapbenchError(f"--workload {spec!r}: expected NAME or NAME:PRESET")
     return name, preset or None

@@ -1,7 +1,10 @@
 """The workload contract: what every built-in or user workload declares and how it is run.
 
-A workload never prints or writes files; it returns Measurement objects. The worker process calls
-`variants()` once, then `run()` for each variant, each under its own budget.
+A workload never prints or writes files; it returns Measurement objects. It declares the options it takes
+(`options`, a typed model: gapbench.workloads.options) and the dtypes it measures (`dtypes`); the plan checks the
+user's values against them before any worker starts. The worker process calls `variants()` once, then `run()`
+for each variant, each under its own budget; a variant in a dtype the workload or the device cannot compute in
+is `unsupported` with the reason before `run()` is called (`unsupported()`), the same way for every workload.
 """
 
 from __future__ import annotations
@@ -10,9 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
+from gapbench.devices.dtypes import DTYPES
+from gapbench.record import MAX_NAME
 from gapbench.results import Measurement
 from gapbench.stats import Stats
 from gapbench.timing import DEFAULT_BUDGET, LOCAL, Agreement, Budget
+from gapbench.workloads.options import AnyOptions, Options
 
 if TYPE_CHECKING:
     from gapbench.devices import Device
@@ -44,19 +50,26 @@ class Context:
     budget_s: float = DEFAULT_BUDGET.seconds  # wall time this variant may take, probe and warm-up included
     min_time_s: float = DEFAULT_BUDGET.min_time_s  # each repeat runs the body at least this long
     repeats: int = DEFAULT_BUDGET.repeats
-    options: dict = field(default_factory=dict)  # dtype, compile, attention, batch_size, parallel, nproc, …
+    options: Options | dict = field(default_factory=dict)  # the workload's options (a dict is read into them)
     dist: object | None = None  # gapbench.distributed.DistInfo when running under torch.distributed
     agreement: Agreement = LOCAL
     wrap_model: Callable | None = None
 
-    def dtypes(self, known, default=None) -> list[str]:
-        """The dtypes of `known` (in its order) that --dtype asked for (one name or a list), else `default`
-        (all of `known` when None)."""
+    @property
+    def asked_dtypes(self) -> list[str]:
+        """The dtypes --dtype asked for, in its order ([] when it was not given)."""
         asked = self.options.get("dtype")
-        asked = [asked] if isinstance(asked, str) else list(asked or [])
+        return [asked] if isinstance(asked, str) else list(asked or [])
+
+    def dtypes(self, known, default=None) -> list[str]:
+        """The dtypes to build variants for: those --dtype asked for (those of `known` first, in its order), else
+        `default` (all of `known` when None). A variant in an asked dtype outside `known`, or one the device lacks,
+        is recorded `unsupported` with the reason before run() (Workload.unsupported): a row that says so, never
+        a row silently missing or measured in another dtype."""
+        asked = self.asked_dtypes
         if not asked:
             return list(known if default is None else default)
-        return [d for d in known if d in asked]
+        return [d for d in known if d in asked] + [d for d in asked if d not in known]
 
     def budget(self, seconds: float | None = None, **changes) -> Budget:
         """The timing budget of this variant (or of `seconds` of it), shaped by the run's options."""
@@ -76,6 +89,34 @@ class Workload:
     presets: ClassVar[dict[str, str]] = {}  # preset name -> one line
     default_preset: ClassVar[str] = "tiny"
     distributed: ClassVar[bool] = False  # True when run() needs every rank (collectives, DDP)
+    options: ClassVar[type[Options]] = AnyOptions  # the options it takes (a workload file that declares none: all)
+    dtypes: ClassVar[tuple[str, ...] | None] = None  # the dtypes it can measure (None: it has no dtype)
+
+    def opts(self, ctx: Context) -> Options:
+        """The run's options as this workload declares them (a plain dict, as tests and files pass, is checked)."""
+        o = ctx.options
+        return o if isinstance(o, self.options) else self.options.model_validate(
+            o.given() if isinstance(o, Options) else dict(o or {}))
+
+    def check(self, options: Options, preset: str) -> None:
+        """Raise ValueError when options that are each valid cannot go together for this preset (the plan calls it
+        before any worker starts). Nothing by default."""
+
+    def unsupported(self, variant: Variant, ctx: Context) -> str:
+        """'' when this variant can be measured here, else why not: a dtype the workload does not measure, or one
+        the device cannot compute in. The engine asks before run(); a workload with a finer test (matmul paths)
+        overrides device_unsupported."""
+        dtype = variant.params.get("dtype")
+        if self.dtypes is None or dtype not in DTYPES:
+            return ""
+        if dtype not in self.dtypes:
+            return f"{self.name} measures {', '.join(self.dtypes)}; {dtype} is not among them"
+        return self.device_unsupported(dtype, ctx)
+
+    def device_unsupported(self, dtype: str, ctx: Context) -> str:
+        """Why the device cannot compute this workload in `dtype` ('' when it can)."""
+        return ctx.device.dtype_unsupported(dtype)
+
 
     def variants(self, preset: str, ctx: Context) -> list[Variant]:
         raise NotImplementedError
@@ -95,15 +136,10 @@ class Workload:
 
     def failed(self, variant: Variant, ctx: Context, status: str, reason: str, **extra) -> Measurement:
         return Measurement(
-            workload=self.name, preset=ctx.preset, variant=variant.params, value=None,
-            unit=self.unit, higher_is_better=self.higher_is_better, status=status,
+            workload=self.name[:MAX_NAME], preset=ctx.preset, variant=variant.params, value=None,
+            unit=self.unit[:MAX_NAME] or "-", higher_is_better=self.higher_is_better, status=status,
             reason=_one_line(reason), flops=variant.flops, bytes=variant.bytes, **extra,
         )
-
-    def dtype_unsupported(self, variant: Variant, ctx: Context) -> Measurement | None:
-        """An `unsupported` measurement when the device cannot compute in the variant's dtype, else None."""
-        why = ctx.device.dtype_unsupported(variant.params["dtype"])
-        return self.failed(variant, ctx, "unsupported", why) if why else None
 
     def throughput(self, variant: Variant, ctx: Context, timing: Timing, work_per_iter: float,
                    scale: float = 1.0, **extra) -> Measurement:

@@ -22,7 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
-from gapbench.workloads.models.precision import TORCH_DTYPES, creating_dtype
+from gapbench.devices.dtypes import DTYPES
+from gapbench.workloads.models.precision import creating_dtype
 
 # a token passes the reference check when its logit in the reference pass is within this many standard
 # deviations of the row's logits of the best logit there: ties and near-ties rounding may order either way
@@ -286,7 +287,7 @@ def model_bytes(cfg: dict, dtype: str) -> float:
     if dtype == "fp8":
         decoder = matmul - lm_head
         return decoder * 1 + (total - decoder) * 2
-    return total * TORCH_DTYPES[dtype].itemsize
+    return total * DTYPES[dtype].itemsize
 
 
 def decode_floor_s(weight_bytes_: float, output_len: int, bandwidth_tbs: float | None) -> float | None:

@@ -11,16 +11,18 @@ the gap at equal interactivity are compare's (compare.frontier). Definitions: do
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
+from gapbench.devices.dtypes import DTYPES
 from gapbench.results import Measurement
 from gapbench.workloads.base import Context, Variant, Workload
 from gapbench.workloads.inference import metrics as im
+from gapbench.workloads.inference.options import InferOptions
 from gapbench.workloads.models.llm_train import LLAMA2_7B, LLAMA2_70B
 from gapbench.workloads.models.memory import release_memory
-from gapbench.workloads.models.precision import TORCH_DTYPES, attention_choice, default_dtype, sdpa_context
+from gapbench.workloads.models.precision import attention_choice, default_dtype, sdpa_context
 
 # Llama 3 / 3.1 / 3.3 shapes: 128256-token vocabulary, 8 KV heads, rope theta 500000
 LLAMA3_8B = dict(vocab_size=128256, hidden_size=4096, intermediate_size=14336, num_hidden_layers=32,
@@ -33,7 +35,6 @@ TINY = dict(vocab_size=512, hidden_size=128, intermediate_size=352, num_hidden_l
 
 # InferenceMAX's input/output lengths: chat (1k/1k), reasoning (1k/8k), summarisation (8k/1k)
 INFERENCEMAX_LENGTHS = ((1024, 1024), (1024, 8192), (8192, 1024))
-DEFAULT_CONCURRENCY = (4, 8, 16, 32, 64)  # InferenceMAX's sweep, ×2 from 4
 
 POINT_KEYS = ("batch_size", "concurrency", "request_rate")  # what varies along one curve
 # the point a shape trace (gapbench assess) stands for when the options give no batch size: a mid-sweep batch of
@@ -41,7 +42,6 @@ POINT_KEYS = ("batch_size", "concurrency", "request_rate")  # what varies along 
 TRACE_BATCH = 8
 ITERATION_METRIC = "e2e_ms"
 FAILED = "_failed"  # the key of a point's failure among its rows
-ENGINES = ("transformers", "vllm")
 
 
 @dataclass(frozen=True)
@@ -64,87 +64,6 @@ PRESETS: dict[str, InferPreset] = {
     "llama3-70b": InferPreset("Llama-3.x-70B shape (70.6e9 params), InferenceMAX's 1k/1k, 1k/8k, 8k/1k; batch "
                               "1…256 where it fits", LLAMA3_70B, INFERENCEMAX_LENGTHS, 256),
 }
-
-
-def _ints(value, name: str) -> list[int]:
-    items = value if isinstance(value, (list, tuple)) else str(value).split(",")
-    try:
-        out = [int(str(x).strip()) for x in items if str(x).strip()]
-    except ValueError:
-        raise ValueError(f"{name} must be integers, not {value!r}") from None
-    if not out or any(x < 1 for x in out):
-        raise ValueError(f"{name} must be positive integers, not {value!r}")
-    return out
-
-
-def _limit(value, name: str) -> float | None:
-    if value is None:
-        return None
-    v = float(value)
-    if not v > 0:
-        raise ValueError(f"{name} must be positive, not {value!r}")
-    return v
-
-
-def _first(o: dict, key: str, default):
-    return _ints(o[key], key.replace("_", " "))[0] if o.get(key) else default
-
-
-def _lengths(o: dict) -> tuple[tuple[int, int], ...] | None:
-    """The `lengths` option ("IN:OUT" pairs) or `input_len` with `output_len`; None: the preset's."""
-    if o.get("input_len") or o.get("output_len"):
-        if not (o.get("input_len") and o.get("output_len")):
-            raise ValueError("give both the input and the output length")
-        return ((_first(o, "input_len", None), _first(o, "output_len", None)),)
-    if not o.get("lengths"):
-        return None
-    pairs = o["lengths"] if isinstance(o["lengths"], (list, tuple)) else str(o["lengths"]).split(",")
-    out = tuple(tuple(_ints(str(p).replace(":", ","), "lengths (INPUT:OUTPUT)")) for p in pairs)
-    if any(len(p) != 2 for p in out):
-        raise ValueError(f"lengths must be INPUT:OUTPUT pairs, not {o['lengths']!r}")
-    return out
-
-
-@dataclass(frozen=True)
-class InferOptions:
-    """The user's inference options (gapbench run flags), checked once."""
-
-    engine: str = "transformers"  # transformers | vllm; a server URL makes it "server"
-    server: str | None = None
-    lengths: tuple[tuple[int, int], ...] | None = None
-    batch: tuple[int, ...] | str | None = None  # sizes, "auto", or None for the sweep
-    concurrency: tuple[int, ...] = DEFAULT_CONCURRENCY
-    request_rate: float | None = None  # requests/s (Poisson arrivals); None: all at once
-    num_prompts: int | None = None
-    length_range: float = 0.0
-    slo: im.Slo = field(default_factory=im.Slo)
-    engine_args: str = ""
-    served_model: str | None = None
-    server_devices: int = 1  # devices the server runs on: per-device rows divide by it
-
-    @classmethod
-    def from_options(cls, o: dict) -> InferOptions:
-        engine = o.get("engine") or "transformers"
-        if engine not in ENGINES:
-            raise ValueError(f"engine {engine!r} is not one of {', '.join(ENGINES)}")
-        b = o.get("batch_size")
-        rate = o.get("request_rate")
-        rng = float(o.get("length_range") or 0.0)
-        if not 0.0 <= rng < 1.0:
-            raise ValueError(f"length range must be in [0, 1), not {rng}")
-        return cls(engine=engine, server=o.get("server") or None, lengths=_lengths(o),
-                   batch=None if b is None else "auto" if b == "auto" else tuple(_ints(b, "batch size")),
-                   concurrency=tuple(_ints(o["concurrency"], "concurrency")) if o.get("concurrency")
-                   else DEFAULT_CONCURRENCY,
-                   request_rate=None if rate in (None, "inf") else _limit(rate, "request rate"),
-                   num_prompts=_first(o, "num_prompts", None), length_range=rng,
-                   slo=im.Slo(_limit(o.get("slo_ttft_ms"), "TTFT limit"), _limit(o.get("slo_tpot_ms"), "TPOT limit")),
-                   engine_args=str(o.get("engine_args") or ""), served_model=o.get("served_model") or None,
-                   server_devices=_first(o, "server_devices", 1))
-
-    @property
-    def kind(self) -> str:
-        return "server" if self.server else self.engine
 
 
 def metric_names(kind: str, slo: im.Slo) -> list[str]:
@@ -178,19 +97,25 @@ class LlmInfer(Workload):
                    "static batching, vLLM offline, or any OpenAI-compatible server)")
     presets = {k: p.description for k, p in PRESETS.items()}
     default_preset = "tiny"
+    options = InferOptions
+    dtypes = ("fp32", "bf16", "fp16", "fp8")  # fp8: fp8 weights and activations in the linear layers
 
     def __init__(self):
         self._point: tuple[tuple, dict[str, Measurement]] | None = None  # the last point measured, by metric
         self.models = ModelCache()
 
-    def variants(self, preset: str, ctx: Context) -> list[Variant]:
+    def check(self, options: InferOptions, preset: str) -> None:
         p = _preset(preset)
-        opts = InferOptions.from_options(ctx.options)
-        lengths = opts.lengths or p.lengths
-        for i, o in lengths:
+        for i, o in options.pairs or ():
             if i + o > p.config["max_position_embeddings"]:
                 raise ValueError(f"{preset}: {i} + {o} tokens exceed the model's context of "
                                  f"{p.config['max_position_embeddings']}")
+
+    def variants(self, preset: str, ctx: Context) -> list[Variant]:
+        p = _preset(preset)
+        opts = self.opts(ctx)
+        self.check(opts, preset)
+        lengths = opts.pairs or p.lengths
         names = metric_names(opts.kind, opts.slo)
         out = []
         for base in _bases(preset, p, opts, ctx, lengths):
@@ -208,14 +133,20 @@ class LlmInfer(Workload):
         if name in rows:
             return rows[name].replace(variant=variant.params)
         failed = rows.get(FAILED)
-        d = im.METRICS[name]
         if failed is not None:
+            d = im.METRICS[name]
             return failed.replace(variant=variant.params, unit=d.unit, higher_is_better=d.higher_is_better,
-                           value=None, stats=None)
+                                  value=None, stats=None)
         why = (f"{name}: vLLM's offline engine returns whole requests, so gaps between single tokens are not "
                "observable (measure `vllm serve` with --server for them)" if name in im.ITL_METRICS and
                variant.params["engine"] == "vllm" else f"{name} is not measured by this engine")
-        return self.failed(variant, ctx, "unsupported", why).replace(unit=d.unit, higher_is_better=d.higher_is_better)
+        return self.failed(variant, ctx, "unsupported", why)
+
+    def failed(self, variant: Variant, ctx: Context, status: str, reason: str, **extra) -> Measurement:
+        """A failed row in its metric's unit (each row of a point is one metric)."""
+        m = super().failed(variant, ctx, status, reason, **extra)
+        d = im.METRICS.get(variant.params.get("metric"))
+        return m if d is None else m.replace(unit=d.unit, higher_is_better=d.higher_is_better)
 
     def build_iteration(self, preset: str, device, options: dict | None = None) -> Callable[[], list]:
         """One measured generation for a shape trace (gapbench assess): the point's batch of random prompts
@@ -232,11 +163,11 @@ class LlmInfer(Workload):
         why = infer_local.precision_problem(device, dtype)
         if why:
             raise ValueError(why)
-        attn_impl, backends = attention_choice({"attention": params["attention"]})
+        attn_impl, backends = attention_choice(params)
         batch, n_in, n_out = params["batch_size"], params["input_len"], params["output_len"]
         dev = device.torch_device
         model = infer_local.build_model(p, dtype, attn_impl, device)  # the measured model (its weights when real)
-        g = gen.StaticGenerator(model, batch, n_in, n_out, dev, TORCH_DTYPES[infer_local.compute_dtype(dtype)])
+        g = gen.StaticGenerator(model, batch, n_in, n_out, dev, DTYPES[infer_local.compute_dtype(dtype)].torch)
         prompts = infer_local.prompts_for(batch, n_in, p, device)
 
         def generate() -> list[torch.Tensor]:
@@ -252,14 +183,13 @@ class LlmInfer(Workload):
         """The variant of the row build_iteration's generation is measured by: its point's `e2e_ms` row (seconds
         of one generate call of the batch). One point: the options' first length pair and batch size, else
         the preset's first lengths and TRACE_BATCH; the local transformers engine."""
-        opts = dict(options or {})
-        if opts.get("server") or (opts.get("engine") or "transformers") != "transformers":
+        opts = self.options.model_validate(dict(options or {}))
+        if opts.kind != "transformers":
             raise ValueError("only the transformers engine's generation can be traced (a server's or vLLM's "
                              "kernels are not PyTorch's eager operators)")
-        b = opts.get("batch_size")
-        if b == "auto":
+        if opts.batch == "auto":
             raise ValueError("--batch-size auto is found by running out of memory; give a number to trace")
-        opts["batch_size"] = [_ints(b, "batch size")[0] if b is not None else TRACE_BATCH]
+        opts = opts.model_copy(update={"batch_size": opts.batch[0] if opts.batch else TRACE_BATCH})
         ctx = Context(device=device, preset=preset, options=opts)
         first = self.variants(preset, ctx)[0].params
         return dict(first, metric=ITERATION_METRIC)
@@ -284,7 +214,7 @@ class LlmInfer(Workload):
 
         kind = variant.params["engine"]
         measure = {"server": infer_server.measure, "vllm": infer_vllm.measure}.get(kind, infer_local.measure)
-        return measure(self, variant, ctx, _preset(ctx.preset), InferOptions.from_options(ctx.options))
+        return measure(self, variant, ctx, _preset(ctx.preset), self.opts(ctx))
 
     def rows(self, variant: Variant, ctx: Context, stats: dict, common: dict, detail: dict | None = None,
              **extra) -> dict[str, Measurement]:
@@ -312,33 +242,27 @@ def _where(e: BaseException) -> str:
 
 
 def _bases(preset: str, p: InferPreset, opts: InferOptions, ctx: Context, lengths) -> list[dict]:
-    """The variant keys every point of one curve shares, one dict per length pair."""
+    """The variant keys every point of one curve shares, one dict per dtype and length pair."""
     if opts.kind == "server":
-        engine = {"engine": "server", "batching": "server (the engine's own)", "dtype": ctx.options.get("dtype")
-                  or "as served", "devices": opts.server_devices}
+        engines = [{"engine": "server", "batching": "server (the engine's own)",
+                    "dtype": ",".join(opts.dtype or []) or "as served", "devices": opts.server_devices}]
     else:
-        precision = choose_dtype(ctx)
-        engine = {"engine": opts.engine, "batching": "static" if opts.engine == "transformers" else
-                  "engine (vLLM's scheduler, all prompts at once)", "dtype": precision,
-                  "attention": ctx.options.get("attention") or "sdpa", "compile": bool(ctx.options.get("compile"))}
-        if opts.engine == "transformers":
-            attention_choice(ctx.options)  # reject an unknown choice before anything runs
-    return [{"model": preset, **engine, "input_len": i, "output_len": o} for i, o in lengths]
+        batching = "static" if opts.engine == "transformers" else "engine (vLLM's scheduler, all prompts at once)"
+        engines = [{"engine": opts.engine, "batching": batching, "dtype": d, "attention": opts.attention,
+                    "compile": opts.compile} for d in choose_dtypes(ctx)]
+    return [{"model": preset, **engine, "input_len": i, "output_len": o} for engine in engines for i, o in lengths]
 
 
-def choose_dtype(ctx: Context) -> str:
-    """bf16 where the device has it (fp16 otherwise, fp32 on a CPU without bf16), or the user's dtype; fp8 means
-    fp8 weights and activations in the linear layers."""
-    asked = ctx.options.get("dtype")
-    if isinstance(asked, (list, tuple)):
-        asked = ",".join(asked)
-    return asked or default_dtype(ctx.device)
+def choose_dtypes(ctx: Context) -> list[str]:
+    """The dtypes asked for that llm-infer measures, else bf16 where the device has it (fp16 otherwise, fp32 on a
+    CPU without bf16); fp8 means fp8 weights and activations in the linear layers."""
+    return ctx.dtypes(LlmInfer.dtypes, [default_dtype(ctx.device)])
 
 
 def _points(p: InferPreset, opts: InferOptions, ctx: Context, base: dict) -> list[dict]:
     if opts.kind == "server":
-        rate = "inf" if opts.request_rate is None else opts.request_rate
-        return [dict(base, concurrency=c, request_rate=rate) for c in opts.concurrency]
+        rate = "inf" if opts.arrival_rate is None else opts.arrival_rate
+        return [dict(base, concurrency=c, request_rate=rate) for c in opts.concurrencies]
     if opts.batch == "auto":
         return [dict(base, batch_size="auto")]
     sizes = opts.batch or batch_sweep(p, ctx, base)

@@ -14,6 +14,7 @@ import time
 import torch
 
 from gapbench.devices import available_host_memory
+from gapbench.devices.dtypes import DTYPES
 from gapbench.stats import quantile
 from gapbench.timing import Budget
 from gapbench.workloads.inference import generate as gen
@@ -27,7 +28,6 @@ from gapbench.workloads.models.memory import (
     release_memory,
 )
 from gapbench.workloads.models.precision import (
-    TORCH_DTYPES,
     attention_choice,
     is_unavailable_kernel,
     no_kernel_reason,
@@ -45,7 +45,7 @@ def usable_memory(device) -> float:
     """Bytes a batch may plan for: free device memory; where that is host memory, also what the worker's
     address-space limit and the host's available memory leave."""
     free = float(device.free_memory())
-    if device.backend.host_memory_is_device_memory:
+    if device.host_memory_is_device_memory:
         headroom = address_space_headroom()
         if headroom is not None:
             free = min(free, headroom)
@@ -77,7 +77,7 @@ def precision_problem(device, dtype: str) -> str:
 
 def memory_shortfall(need: float, device) -> str:
     """'' when `need` bytes should fit, else the reason (the estimate and what the device has)."""
-    if device.backend.host_memory_is_device_memory:
+    if device.host_memory_is_device_memory:
         return host_memory_shortfall(need, device)
     total = device.total_memory
     if need > total:
@@ -130,7 +130,7 @@ def measure(w, variant, ctx, preset, opts) -> dict:
                              f"{budget.min_repeats + 2} and the budget is {budget.seconds:.0f} s",
                              metrics={"estimated_time_per_iter_s": floor, "estimate_basis": "dense peak and memory "
                                       "bandwidth", "estimated_value": batch * n_out / floor})
-    attn_impl, backends = attention_choice({"attention": prm["attention"]})
+    attn_impl, backends = attention_choice(prm)
     try:
         with sdpa_context(backends):
             return _measure(w, variant, ctx, preset, budget, attn_impl)
@@ -145,7 +145,7 @@ def build_model(preset, dtype: str, attn_impl: str, device) -> torch.nn.Module:
     torch.manual_seed(0)
     fp8 = device.fp8_e4m3() if dtype == "fp8" else None
     return gen.build_random_llama(preset.config, attn_impl, device.torch_device,
-                                  TORCH_DTYPES[compute_dtype(dtype)], fp8)
+                                  DTYPES[compute_dtype(dtype)].torch, fp8)
 
 
 def _measure(w, variant, ctx, preset, budget: Budget, attn_impl: str) -> dict:
@@ -178,7 +178,7 @@ def _measure(w, variant, ctx, preset, budget: Budget, attn_impl: str) -> dict:
 def _largest_batch(model, preset, prm: dict, device) -> tuple[int, list]:
     """The largest batch whose prefill (with the whole static cache allocated) runs: the offline point."""
     n_in, n_out = prm["input_len"], prm["output_len"]
-    cdt = TORCH_DTYPES[compute_dtype(prm["dtype"])]
+    cdt = DTYPES[compute_dtype(prm["dtype"])].torch
     # the model is built: what is free is for the batches (the estimate per sequence, without the weights)
     per_sequence = batch_bytes(preset.config, 1, n_in, n_out, prm["dtype"]) - gen.model_bytes(preset.config,
                                                                                              prm["dtype"])
@@ -186,7 +186,7 @@ def _largest_batch(model, preset, prm: dict, device) -> tuple[int, list]:
     while fits * 2 <= MAX_AUTO_BATCH and (fits * 2) * per_sequence <= usable_memory(device):
         fits *= 2
     # where an OOM is a clean exception the search may start above the estimate; on the host it must not
-    start = fits if device.backend.host_memory_is_device_memory else min(fits * 2, MAX_AUTO_BATCH)
+    start = fits if device.host_memory_is_device_memory else min(fits * 2, MAX_AUTO_BATCH)
 
     def try_batch(b: int) -> None:
         g = gen.StaticGenerator(model, b, n_in, n_out, device.torch_device, cdt)
@@ -211,7 +211,7 @@ def _measure_batch(w, variant, ctx, model, preset, batch: int, budget: Budget, m
     n_in, n_out = prm["input_len"], prm["output_len"]
     prompts = prompts_for(batch, n_in, preset, device)
     g = gen.StaticGenerator(model, batch, n_in, n_out, device.torch_device,
-                            TORCH_DTYPES[compute_dtype(prm["dtype"])], compile=prm["compile"])
+                            DTYPES[compute_dtype(prm["dtype"])].torch, compile=prm["compile"])
     clock = Clock(budget.seconds)
     metrics = dict(common, batch_size=batch, timer="host clock when each token reaches the host")
     cold = g(prompts, device.synchronize)

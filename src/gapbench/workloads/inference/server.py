@@ -39,7 +39,7 @@ def measure(w, variant, ctx, preset, opts) -> dict:
     rounds: list[sc.Round] = []
     while True:
         prompts, outs = sc.random_requests(n, n_in, n_out, vocab, opts.length_range, seed=len(rounds))
-        r = sc.run_round(target, model, prompts, outs, conc, opts.request_rate, seed=len(rounds))
+        r = sc.run_round(target, model, prompts, outs, conc, opts.arrival_rate, seed=len(rounds))
         if r.failures:
             return w.failure(variant, ctx, "error", f"{len(r.failures)} of {n} requests failed; first: "
                              f"{r.failures[0]}", metrics=metrics)

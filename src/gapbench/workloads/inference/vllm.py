@@ -17,12 +17,13 @@ from __future__ import annotations
 import tempfile
 import time
 
+from gapbench.devices.dtypes import DTYPES
 from gapbench.workloads.inference import metrics as im
+from gapbench.workloads.inference.options import parse_engine_args
 from gapbench.workloads.models.prepare import missing_dependency
 
 INSTALL_HINT = ("install vLLM for this device's stack: pip install vllm (CUDA); ROCm, XPU, TPU and CPU builds: "
                 "https://docs.vllm.ai/en/latest/getting_started/installation/")
-DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp8": "bfloat16"}
 
 
 def vllm_missing() -> str:
@@ -35,26 +36,9 @@ def vllm_missing() -> str:
     return ""
 
 
-def parse_engine_args(text: str) -> dict:
-    """'max_num_batched_tokens=8192,enable_prefix_caching=false' -> keyword arguments (ints, floats, booleans)."""
-    out: dict = {}
-    for item in filter(None, (x.strip() for x in text.split(","))):
-        key, sep, raw = item.partition("=")
-        if not sep or not key.strip():
-            raise ValueError(f"engine argument {item!r}: expected KEY=VALUE")
-        out[key.strip()] = _value(raw.strip())
-    return out
-
-
-def _value(raw: str):
-    if raw.lower() in ("true", "false"):
-        return raw.lower() == "true"
-    for kind in (int, float):
-        try:
-            return kind(raw)
-        except ValueError:
-            pass
-    return raw
+def _vllm_dtype(dtype: str) -> str:
+    """vLLM's dtype: the storage type's name; fp8 is bf16 activations with fp8-quantised linear layers."""
+    return "bfloat16" if dtype == "fp8" else DTYPES[dtype].storage
 
 
 def measure(w, variant, ctx, preset, opts) -> dict:
@@ -62,12 +46,7 @@ def measure(w, variant, ctx, preset, opts) -> dict:
     if missing:
         return w.failure(variant, ctx, "unsupported", missing)
     prm = variant.params
-    if prm["dtype"] not in DTYPES:
-        return w.failure(variant, ctx, "unsupported", f"dtype {prm['dtype']!r}: the vLLM engine runs {', '.join(DTYPES)}")
-    try:
-        extra = parse_engine_args(opts.engine_args)
-    except ValueError as e:
-        return w.failure(variant, ctx, "error", str(e))
+    extra = parse_engine_args(opts.engine_args) if opts.engine_args else {}
     key = ("vllm", ctx.preset, prm["dtype"], prm["input_len"], prm["output_len"], prm["compile"], opts.engine_args)
     engine = w.models.get(key, lambda: _Engine(preset, prm, extra))
     return _measure(w, variant, ctx, engine)
@@ -80,7 +59,7 @@ class _Engine:
         import vllm
         from transformers import LlamaConfig
 
-        self.args = dict(load_format="dummy", skip_tokenizer_init=True, dtype=DTYPES[prm["dtype"]],
+        self.args = dict(load_format="dummy", skip_tokenizer_init=True, dtype=_vllm_dtype(prm["dtype"]),
                          max_model_len=prm["input_len"] + prm["output_len"], max_num_seqs=preset.max_batch, seed=0,
                          enforce_eager=not prm["compile"])
         if prm["dtype"] == "fp8":

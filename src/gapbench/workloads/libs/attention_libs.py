@@ -20,14 +20,15 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from gapbench.devices.dtypes import DTYPES as DTYPE_TABLE
 from gapbench.results import Measurement
 from gapbench.timing import TooSlow, time_fn
-from gapbench.workloads.base import Context, Variant, Workload
+from gapbench.workloads.base import Context, Variant
+from gapbench.workloads.libs.base import PathWorkload
 from gapbench.workloads.libs.paths import ATTENTION_PATHS, ATTENTION_WORKLOAD
+from gapbench.workloads.options import DtypeOptions
 
 DTYPES = ("fp32", "bf16", "fp16")
-_TORCH_DTYPE = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-_SIZE = {"fp32": 4, "bf16": 2, "fp16": 2}
 MODES = ("fwd", "fwd+bwd")
 # forced SDPA kernels: gapbench's path -> torch's SDPBackend member
 SDPA_KERNELS = {"flash": "FLASH_ATTENTION", "efficient": "EFFICIENT_ATTENTION", "cudnn": "CUDNN_ATTENTION",
@@ -77,7 +78,7 @@ def attention_bytes(s: Shape, mode: str, dtype: str) -> float:
     q = s.batch * s.heads * s.seq * s.head_dim
     kv = s.batch * s.kv_heads * s.seq * s.head_dim
     n = 2 * q + 2 * kv if mode == "fwd" else 2 * q + 2 * kv + 4 * q + 4 * kv
-    return float(n * _SIZE[dtype])
+    return float(n * DTYPE_TABLE[dtype].itemsize)
 
 
 class Unsupported(Exception):
@@ -96,7 +97,7 @@ class Inputs:
     @classmethod
     def make(cls, s: Shape, dtype: str, device, grad: bool) -> Inputs:
         g = torch.Generator(device="cpu").manual_seed(4321)
-        td = _TORCH_DTYPE[dtype]
+        td = device.torch_dtype(dtype)
 
         def t(heads):
             x = torch.randn(s.batch, heads, s.seq, s.head_dim, generator=g).to(device=device.torch_device, dtype=td)
@@ -228,7 +229,7 @@ def _no_kernel(e: BaseException, caught: list) -> str | None:
 
 # ---- the workload -----------------------------------------------------------------------------------------
 
-class AttentionLibs(Workload):
+class AttentionLibs(PathWorkload):
     name = ATTENTION_WORKLOAD
     category = "micro"
     unit = "TFLOP/s"
@@ -242,17 +243,15 @@ class AttentionLibs(Workload):
                     "heads at 4×4096 tokens, bf16 and fp16 (accelerator)",
     }
     default_preset = "quick"
+    options = DtypeOptions
+    dtypes = DTYPES
     # paths a subclass adds: name -> (kind, a maker of the attention function from the inputs)
     extra_paths: dict[str, tuple[str, Callable[[Inputs], Callable]]] = {}
 
     def variants(self, preset: str, ctx: Context) -> list[Variant]:
         accel = ctx.device.is_accelerator
-        asked = ctx.options.get("dtype")
-        if asked:
-            asked = [asked] if isinstance(asked, str) else list(asked)
-            dtypes = [d for d in DTYPES if d in asked]
-        else:
-            dtypes = ["bf16"] if accel and preset == "quick" else ["bf16", "fp16"] if accel else ["fp32", "bf16"]
+        dtypes = ctx.dtypes(DTYPES, ["bf16"] if accel and preset == "quick" else ["bf16", "fp16"] if accel
+                            else ["fp32", "bf16"])
         return [Variant({"dtype": d, **s.params(), "mode": mode, "path": p}, flops=attention_flops(s, mode),
                         bytes=attention_bytes(s, mode, d))
                 for d in dtypes for s in shapes_for(preset, accel) for mode in MODES
@@ -260,21 +259,21 @@ class AttentionLibs(Workload):
 
     def path_unsupported(self, path: str, dtype: str, ctx: Context) -> str:
         dev = ctx.device
-        b, i = dev.backend, dev.index
-        why = dev.dtype_unsupported(dtype)
-        if why:
-            return why
         if path == "flex":
-            return b.compile_unsupported(i) or b.flex_attention_unsupported(i)
-        if path in SDPA_KERNELS and path not in b.attention_kernels(i):
-            return f"{dev.kind} has no {path} SDPA kernel (its kernels: {', '.join(b.attention_kernels(i))})"
+            return dev.compile_unsupported() or dev.flex_attention_unsupported()
+        if path in SDPA_KERNELS and path not in dev.attention_kernels():
+            return f"{dev.kind} has no {path} SDPA kernel (its kernels: {', '.join(dev.attention_kernels())})"
         return ""
+
+    def kind(self, path: str) -> str:
+        extra = self.extra_paths.get(path)
+        return extra[0] if extra else ATTENTION_PATHS[path][0]
 
     def run(self, variant: Variant, ctx: Context) -> Measurement:
         p = variant.params
         path, dtype = p["path"], p["dtype"]
         extra = self.extra_paths.get(path)
-        metrics = {"path_kind": extra[0] if extra else ATTENTION_PATHS[path][0]}
+        metrics = {"path_kind": self.kind(path)}
         why = "" if extra else self.path_unsupported(path, dtype, ctx)
         if why:
             return self.failed(variant, ctx, "unsupported", why, metrics=metrics)
@@ -284,7 +283,7 @@ class AttentionLibs(Workload):
             return self.failed(variant, ctx, "unsupported", str(e), metrics=metrics)
 
     def _library(self, path: str, inp: Inputs, ctx: Context) -> str:
-        kernels = ctx.device.backend.attention_kernels(ctx.device.index)
+        kernels = ctx.device.attention_kernels()
         if path == "flex":
             return "FlexAttention (torch.compile)"
         if path in self.extra_paths:

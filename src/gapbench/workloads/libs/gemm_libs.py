@@ -18,12 +18,13 @@ import torch
 
 from gapbench.results import Measurement
 from gapbench.timing import TooSlow, time_fn
-from gapbench.workloads.base import Context, Variant, Workload
+from gapbench.workloads.base import Context, Variant
+from gapbench.workloads.libs.base import PathWorkload
 from gapbench.workloads.libs.paths import BLAS_PREFIX, COMPILE_TEMPLATES, GEMM_PATHS, GEMM_WORKLOAD, path_kind
 from gapbench.workloads.micro.gemm import TOLERANCE, check_sample, gemm_bytes, unsupported_reason
+from gapbench.workloads.micro.options import GemmOptions
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16")
-_TORCH_DTYPE = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 # Llama-2 projections as GEMMs y = x·Wᵀ: (out, in) features. 7B: hidden 4096, MLP 11008; 70B: hidden 8192,
 # MLP 28672, 8 KV heads of 128 (grouped-query attention), from the models' published configurations
@@ -57,22 +58,21 @@ def shapes_for(preset: str, accelerator: bool) -> list[tuple[int, int, int]]:
 
 
 def dtypes_for(preset: str, ctx: Context) -> list[str]:
-    asked = ctx.options.get("dtype")
-    if asked:
-        asked = [asked] if isinstance(asked, str) else list(asked)
-        return [d for d in DTYPES if d in asked]
+    """Those asked for with --dtype, else the preset's."""
     if preset == "full":
-        return list(DTYPES)
-    if preset == "quick" and ctx.device.is_accelerator:
-        return ["bf16"]
-    return list(DTYPES) if ctx.device.is_accelerator and preset == "standard" else ["fp32", "bf16"]
+        default = list(DTYPES)
+    elif preset == "quick" and ctx.device.is_accelerator:
+        default = ["bf16"]
+    else:
+        default = list(DTYPES) if ctx.device.is_accelerator and preset == "standard" else ["fp32", "bf16"]
+    return ctx.dtypes(DTYPES, default)
 
 
 def paths_for(preset: str, ctx: Context) -> list[str]:
     """Every path, and the stack's own BLAS library choices; a CPU's standard run leaves out torch.compile's
     default and max-autotune mixes (minutes of C++ compiling per shape on a few cores; `full` has them)."""
     dev = ctx.device
-    paths = list(GEMM_PATHS) + [BLAS_PREFIX + c for c in dev.backend.blas_choices(dev.index)]
+    paths = list(GEMM_PATHS) + [BLAS_PREFIX + c for c in dev.blas_choices()]
     if preset in ("standard", "quick") and not dev.is_accelerator:
         paths = [p for p in paths if path_kind(GEMM_WORKLOAD, p) != "compiler"]
     return paths
@@ -90,7 +90,7 @@ class Operands:
     @classmethod
     def make(cls, dtype: str, m: int, n: int, k: int, device) -> Operands:
         g = torch.Generator(device="cpu").manual_seed(1234)
-        td = _TORCH_DTYPE[dtype]
+        td = device.torch_dtype(dtype)
         a = torch.randn(m, k, generator=g).to(device=device.torch_device, dtype=td)
         b = torch.randn(k, n, generator=g).to(device=device.torch_device, dtype=td)
         return cls(dtype, a, b, b.t().contiguous())
@@ -120,14 +120,13 @@ class Built:
 def path_unsupported(path: str, dtype: str, ctx: Context) -> str:
     """'' when the stack offers this path for this dtype, else why not (from the device's backend)."""
     dev = ctx.device
-    b, i = dev.backend, dev.index
     if path == "tunableop":
-        return b.tunable_gemm_unsupported(i)
+        return dev.tunable_gemm_unsupported()
     if path.startswith(BLAS_PREFIX):
         choice = path.removeprefix(BLAS_PREFIX)
-        return "" if choice in b.blas_choices(i) else f"{dev.kind} offers no {choice} GEMM library"
+        return "" if choice in dev.blas_choices() else f"{dev.kind} offers no {choice} GEMM library"
     if path == "triton":
-        return b.triton_unsupported(i)
+        return dev.triton_unsupported()
     if path.startswith("compile"):
         return _compile_unsupported(path, ctx)
     if path in ("numpy", "onednn"):
@@ -137,18 +136,18 @@ def path_unsupported(path: str, dtype: str, ctx: Context) -> str:
 
 def _compile_unsupported(path: str, ctx: Context) -> str:
     dev = ctx.device
-    why = dev.backend.compile_unsupported(dev.index)
+    why = dev.compile_unsupported()
     template = COMPILE_TEMPLATES.get(path)
     if why or template is None:
         return why
-    if template not in dev.backend.inductor_gemm_templates(dev.index):
+    if template not in dev.inductor_gemm_templates():
         return f"Inductor's {template} GEMM templates generate no code for {dev.kind} devices"
-    return dev.backend.triton_unsupported(dev.index) if template == "TRITON" else ""
+    return dev.triton_unsupported() if template == "TRITON" else ""
 
 
 def _host_library_unsupported(path: str, dtype: str, ctx: Context) -> str:
     dev = ctx.device
-    if path not in dev.backend.host_gemm_libraries(dev.index):
+    if path not in dev.host_gemm_libraries():
         return f"{path} multiplies nothing in {dev.kind} memory: no such library beside torch on this device"
     if path == "numpy" and dtype == "bf16":
         return "numpy has no bfloat16 type (ml_dtypes adds one, without a BLAS GEMM)"
@@ -173,41 +172,41 @@ def preflight(path: str, dtype: str, ctx: Context) -> str:
 
 def _matmul(ops: Operands, ctx: Context) -> Built:
     a, b = ops.a, ops.b
-    return Built(lambda: torch.matmul(a, b), ctx.device.backend.gemm_library(ctx.device.index, ops.dtype))
+    return Built(lambda: torch.matmul(a, b), ctx.device.gemm_library(ops.dtype))
 
 
 def _linear(ops: Operands, ctx: Context) -> Built:
     a, w = ops.a, ops.w
-    lib = ctx.device.backend.gemm_library(ctx.device.index, ops.dtype)
+    lib = ctx.device.gemm_library(ops.dtype)
     return Built(lambda: torch.nn.functional.linear(a, w), f"{lib}, through F.linear")
 
 
 def _tunableop(ops: Operands, ctx: Context) -> Built:
     dev = ctx.device
     a, b = ops.a, ops.b
-    path = dev.backend.tuning_file(dev.index)
+    path = dev.tuning_file()
 
     def fn():
         return torch.matmul(a, b)
 
     def setup() -> dict:
         t0 = time.perf_counter()
-        with dev.backend.tunable_gemm(dev.index, path, tune=True) as state:
+        with dev.tunable_gemm(path, tune=True) as state:
             fn()
             dev.synchronize()
         return {"tuning_s": time.perf_counter() - t0, "tuning_file": path, "tuned_new": state.new,
                 "tuned_known": state.known}
 
-    return Built(fn, f"TunableOp over {dev.backend.gemm_library(dev.index, ops.dtype)}", setup,
-                 lambda: dev.backend.tunable_gemm(dev.index, path, tune=False))
+    return Built(fn, f"TunableOp over {dev.gemm_library(ops.dtype)}", setup,
+                 lambda: dev.tunable_gemm(path, tune=False))
 
 
 def _blas(choice: str) -> Callable[[Operands, Context], Built]:
     def make(ops: Operands, ctx: Context) -> Built:
         dev = ctx.device
         a, b = ops.a, ops.b
-        return Built(lambda: torch.matmul(a, b), dev.backend.blas_choices(dev.index)[choice],
-                     context=lambda: dev.backend.prefer_blas(dev.index, choice))
+        return Built(lambda: torch.matmul(a, b), dev.blas_choices()[choice],
+                     context=lambda: dev.prefer_blas(choice))
 
     return make
 
@@ -308,7 +307,7 @@ def _numpy(ops: Operands, ctx: Context) -> Built:
             fn()
         return {"threads": seen}
 
-    return Built(fn, ctx.device.backend.host_gemm_libraries(ctx.device.index)["numpy"], setup,
+    return Built(fn, ctx.device.host_gemm_libraries()["numpy"], setup,
                  lambda: numpy_threads(threads), lambda o: torch.from_numpy(o))
 
 
@@ -334,7 +333,7 @@ def _onednn(ops: Operands, ctx: Context) -> Built:
     def fn():
         return torch.ops.mkldnn._linear_pointwise(a, packed, None, "none", [], "")
 
-    return Built(fn, ctx.device.backend.host_gemm_libraries(ctx.device.index)["onednn"])
+    return Built(fn, ctx.device.host_gemm_libraries()["onednn"])
 
 
 BUILDERS: dict[str, Callable[[Operands, Context], Built]] = {
@@ -351,7 +350,7 @@ def build(path: str, ops: Operands, ctx: Context) -> Built:
 
 # ---- the workload -----------------------------------------------------------------------------------------
 
-class GemmLibs(Workload):
+class GemmLibs(PathWorkload):
     name = GEMM_WORKLOAD
     category = "micro"
     unit = "TFLOP/s"
@@ -367,6 +366,8 @@ class GemmLibs(Workload):
         "full": "standard's shapes, every dtype, and torch.compile's default mixes on a CPU too",
     }
     default_preset = "quick"
+    options = GemmOptions
+    dtypes = DTYPES
     # paths a subclass adds: name -> builder, each with its kind
     extra_paths: dict[str, tuple[str, Callable[[Operands, Context], Built]]] = {}
 
@@ -380,8 +381,12 @@ class GemmLibs(Workload):
     def kind(self, path: str) -> str:
         return self.extra_paths[path][0] if path in self.extra_paths else path_kind(self.name, path) or "vendor"
 
-    def unsupported(self, path: str, dtype: str, ctx: Context) -> str:
-        why = unsupported_reason(dtype, ctx) or path_unsupported(path, dtype, ctx)
+    def device_unsupported(self, dtype: str, ctx: Context) -> str:
+        return unsupported_reason(dtype, ctx)
+
+    def path_unsupported(self, path: str, dtype: str, ctx: Context) -> str:
+        """'' when this stack offers `path` for `dtype` and a small product runs through it, else why not."""
+        why = path_unsupported(path, dtype, ctx)
         if not why and (path in ("linear", "numpy", "onednn") or path.startswith(BLAS_PREFIX)):
             why = preflight(path, dtype, ctx)
         return why
@@ -391,12 +396,12 @@ class GemmLibs(Workload):
         dtype, path = p["dtype"], p["path"]
         extra = {"metrics": {"path_kind": self.kind(path)}}
         try:
-            why = self.unsupported(path, dtype, ctx) if path not in self.extra_paths else ""
+            why = self.path_unsupported(path, dtype, ctx) if path not in self.extra_paths else ""
         except Unsupported as e:
             why = str(e)
         if why:
             return self.failed(variant, ctx, "unsupported", why, **extra)
-        with ctx.device.backend.tf32(dtype == "tf32"):
+        with ctx.device.math_mode(dtype):
             try:
                 return self._measure(variant, ctx, extra["metrics"])
             except Unsupported as e:
@@ -413,7 +418,7 @@ class GemmLibs(Workload):
         with built.context():
             try:
                 timing = time_fn(built.fn, ctx.device, ctx.budget(), agreement=ctx.agreement,
-                                 flush_cache=bool(ctx.options.get("flush_cache")))
+                                 flush_cache=self.opts(ctx).flush_cache)
             except TooSlow as e:
                 m = self.too_slow(variant, ctx, e.estimate_s, variant.flops, 1e-12)
                 m.metrics.update(metrics)

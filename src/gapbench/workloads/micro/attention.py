@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import torch
 
-from gapbench.results import Measurement
-from gapbench.timing import TooSlow, time_fn
-from gapbench.workloads.base import Context, Variant, Workload
+from gapbench.devices.dtypes import DTYPES
+from gapbench.workloads.base import Context, Variant
+from gapbench.workloads.micro.operator import Op, OperatorWorkload, relative_error
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 TOLERANCE = {"fp32": 1e-4, "bf16": 3e-2, "fp16": 5e-3}  # of max |error| over max |reference|
 PASSES = ("forward", "backward")
 # (batch × heads, sequence, head dimension)
@@ -36,9 +35,8 @@ def sdpa_flops(bh: int, seq: int, d: int, backward: bool) -> float:
                  sdpa_flop_count(shape, shape, shape))
 
 
-class Attention(Workload):
+class Attention(OperatorWorkload):
     name = "attention"
-    category = "micro"
     unit = "TFLOP/s"
     unit_help = "torch.utils.flop_counter's SDPA FLOPs (two batched GEMMs forward, their gradients backward) per second"
     description = "scaled_dot_product_attention forward and backward per dtype and shape, the backend's own kernel"
@@ -51,7 +49,7 @@ class Attention(Workload):
             raise ValueError(f"unknown preset {preset!r}")
         shapes = _SHAPES[preset]["accelerator" if ctx.device.is_accelerator else "cpu"]
         out = []
-        for d in ctx.dtypes(DTYPES):
+        for d in ctx.dtypes(self.dtypes):
             size = DTYPES[d].itemsize
             for bh, seq, hd in shapes:
                 tensor = bh * seq * hd * size
@@ -61,40 +59,30 @@ class Attention(Workload):
                                        flops=sdpa_flops(bh, seq, hd, back), bytes=float(tensor * (8 if back else 4))))
         return out
 
-    def run(self, variant: Variant, ctx: Context) -> Measurement:
+    def build(self, variant: Variant, ctx: Context) -> Op:
         p = variant.params
-        if (unsupported := self.dtype_unsupported(variant, ctx)) is not None:
-            return unsupported
-        dev, dt = ctx.device.torch_device, DTYPES[p["dtype"]]
+        dev, dt = ctx.device.torch_device, ctx.device.torch_dtype(p["dtype"])
         g = torch.Generator().manual_seed(0)
         shape = (1, p["batch_heads"], p["seq"], p["head_dim"])
-        q, k, v = (torch.randn(shape, generator=g).to(dev, dt).requires_grad_(p["pass"] == "backward")
-                   for _ in range(3))
+        back = p["pass"] == "backward"
+        q, k, v = (torch.randn(shape, generator=g).to(dev, dt).requires_grad_(back) for _ in range(3))
         sdpa = torch.nn.functional.scaled_dot_product_attention
-        if p["pass"] == "forward":
+        tol, what = TOLERANCE[p["dtype"]], f"{p['dtype']} attention"
+        if not back:
             def fn():
                 with torch.no_grad():
                     return sdpa(q, k, v)
-        else:
-            out = sdpa(q, k, v)
-            grad = torch.randn(shape, generator=g).to(dev, dt)
 
-            def fn():
-                q.grad = k.grad = v.grad = None
-                out.backward(grad, retain_graph=True)
-        try:
-            fn()  # a kernel this device lacks fails here, not inside the timing
-        except (RuntimeError, NotImplementedError) as e:
-            return self.failed(variant, ctx, "unsupported", f"{p['dtype']} attention: {e}")
-        try:
-            timing = time_fn(fn, ctx.device, ctx.budget(), agreement=ctx.agreement)
-        except TooSlow as e:
-            return self.too_slow(variant, ctx, e.estimate_s, variant.flops, 1e-12)
-        err = _check(q, k, v, fn() if p["pass"] == "forward" else q.grad, grad if p["pass"] == "backward" else None,
-                     TOLERANCE[p["dtype"]])
-        if err:
-            return self.failed(variant, ctx, "wrong_result", err)
-        return self.throughput(variant, ctx, timing, variant.flops, 1e-12)
+            return Op(fn, lambda: _check(q, k, v, fn(), None, tol), what)
+        graph = []  # the output and its gradient, made by the first call (which fails where no kernel exists)
+
+        def backward():
+            if not graph:
+                graph.extend([sdpa(q, k, v), torch.randn(shape, generator=g).to(dev, dt)])
+            q.grad = k.grad = v.grad = None
+            graph[0].backward(graph[1], retain_graph=True)
+
+        return Op(backward, lambda: _check(q, k, v, q.grad, graph[1], tol), what)
 
 
 def _check(q, k, v, got, grad, tol: float) -> str:
@@ -104,9 +92,4 @@ def _check(q, k, v, got, grad, tol: float) -> str:
     if grad is not None:
         ref.backward(grad[:, :1].to("cpu", torch.float64))
         ref = qd.grad
-    got = got[:, :1].detach().to("cpu", torch.float64)
-    if not torch.isfinite(got).all():
-        return "non-finite values"
-    err = float((got - ref).abs().max() / ref.abs().max().clamp_min(1e-30))
-    what = "query gradient" if grad is not None else "output"
-    return "" if err <= tol else f"{what} differs from float64 by {err:.3g} of its largest value (tolerance {tol:g})"
+    return relative_error(got[:, :1], ref, tol, "query gradient" if grad is not None else "output")

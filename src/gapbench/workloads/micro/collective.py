@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import torch
 
+from gapbench.devices.dtypes import DTYPES
 from gapbench.results import Measurement
 from gapbench.stats import Stats
 from gapbench.timing import Timing, TooSlow, time_fn
 from gapbench.workloads.base import Context, Variant, Workload
+from gapbench.workloads.options import DtypeOptions
 
 KiB, MiB, GiB = 2**10, 2**20, 2**30
 
@@ -31,7 +33,6 @@ OPS: dict[str, tuple[str, ...]] = {
     "broadcast": ("in-place",),
     "sendrecv": ("out-of-place",),
 }
-_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 _SIZES = {
     "tiny": [4 * KiB, 64 * KiB, 1 * MiB, 8 * MiB],
     "standard": [4 * KiB * 4**i for i in range(10)],  # 4 KiB … 1 GiB, ×4
@@ -70,6 +71,8 @@ class Collective(Workload):
     }
     default_preset = "standard"
     distributed = True
+    options = DtypeOptions
+    dtypes = ("fp32", "bf16", "fp16")
 
     def __init__(self):
         self._rows: dict[tuple, dict[int, tuple[Measurement, Timing]]] = {}
@@ -77,21 +80,21 @@ class Collective(Workload):
     def variants(self, preset: str, ctx: Context) -> list[Variant]:
         if preset not in _SIZES:
             raise ValueError(f"unknown preset {preset!r}")
-        dtype = _dtype_name(ctx)
+        dtypes = ctx.dtypes(self.dtypes, default=["fp32"])
         if ctx.dist is None or ctx.dist.world_size < 2:
-            return [Variant({"op": "all", "dtype": dtype, "ranks": ctx.dist.world_size if ctx.dist else 1})]
+            return [Variant({"op": "all", "dtype": d, "ranks": ctx.dist.world_size if ctx.dist else 1}) for d in dtypes]
         n = ctx.dist.world_size
-        elt = _DTYPES[dtype].itemsize
         sizes = [s for s in _SIZES[preset] if s <= max_size(ctx)]
         out = []
-        for op, modes in OPS.items():
-            for mode in modes:
-                for s in sizes:
-                    size = _round_size(s, n, elt)
-                    out.append(Variant({"op": op, "mode": mode, "bytes": size, "dtype": dtype, "ranks": n},
-                                       bytes=float(size)))
-            for summary in ("plateau", "latency"):
-                out.append(Variant({"op": op, "summary": summary, "mode": modes[0], "dtype": dtype, "ranks": n}))
+        for dtype in dtypes:
+            for op, modes in OPS.items():
+                for mode in modes:
+                    for s in sizes:
+                        size = _round_size(s, n, DTYPES[dtype].itemsize)
+                        out.append(Variant({"op": op, "mode": mode, "bytes": size, "dtype": dtype, "ranks": n},
+                                           bytes=float(size)))
+                for summary in ("plateau", "latency"):
+                    out.append(Variant({"op": op, "summary": summary, "mode": modes[0], "dtype": dtype, "ranks": n}))
         return out
 
     def run(self, variant: Variant, ctx: Context) -> Measurement:
@@ -107,7 +110,7 @@ class Collective(Workload):
     def _measure(self, variant: Variant, ctx: Context) -> Measurement:
         p = variant.params
         op, n, size = p["op"], p["ranks"], p["bytes"]
-        call = _Call(op, p["mode"], size, _DTYPES[p["dtype"]], ctx.dist.rank, n, ctx.device.torch_device)
+        call = _Call(op, p["mode"], size, ctx.device.torch_dtype(p["dtype"]), ctx.dist.rank, n, ctx.device.torch_device)
         call.fill_zero()
         try:
             timing = time_fn(call, ctx.device, ctx.budget(), agreement=ctx.agreement, measure_energy=False)
@@ -165,13 +168,6 @@ def _series(p: dict) -> tuple:
     return (p["op"], p["mode"], p["dtype"], p["ranks"])
 
 
-def _dtype_name(ctx: Context) -> str:
-    d = ctx.options.get("dtype") or "fp32"
-    if isinstance(d, (list, tuple)):
-        d = d[0]
-    return d if d in _DTYPES else "fp32"
-
-
 def _round_size(size: int, n: int, elt: int) -> int:
     """Bytes rounded down so the buffer splits into n whole chunks of elements (at least one each)."""
     count = max(n, size // elt // n * n)
@@ -182,7 +178,7 @@ def max_size(ctx: Context) -> int:
     """Largest message the device can hold: two buffers of the size (all_to_all), in a quarter of free
     memory; where device memory is host memory, the ranks of this host share it."""
     free = ctx.device.free_memory()
-    share = ctx.dist.local_world_size if ctx.device.backend.host_memory_is_device_memory and ctx.dist else 1
+    share = ctx.dist.local_world_size if ctx.device.host_memory_is_device_memory and ctx.dist else 1
     return int(free / 4 / 2 / share)
 
 

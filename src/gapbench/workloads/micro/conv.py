@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import torch
 
-from gapbench.results import Measurement
-from gapbench.timing import TooSlow, time_fn
-from gapbench.workloads.base import Context, Variant, Workload
+from gapbench.devices.dtypes import DTYPES
+from gapbench.workloads.base import Context, Variant
+from gapbench.workloads.micro.operator import Op, OperatorWorkload, relative_error
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 TOLERANCE = {"fp32": 1e-4, "bf16": 3e-2, "fp16": 5e-3}  # of max |error| over max |reference|
 PASSES = ("forward", "backward")
 # (batch, input channels, output channels, height = width[, kernel side: 3 unless given])
@@ -43,9 +42,8 @@ def conv_flops(batch: int, c_in: int, c_out: int, hw: int, backward: bool, kerne
     return 2.0 * m * n * k * (2 if backward else 1)
 
 
-class Conv(Workload):
+class Conv(OperatorWorkload):
     name = "conv"
-    category = "micro"
     unit = "TFLOP/s"
     unit_help = "torch.utils.flop_counter's convolution FLOPs (2·N·H·W·C_out·C_in·K² forward, twice that backward) per s"
     description = "3×3 and 1×1 conv2d forward and backward per dtype and shape, the backend's own algorithm"
@@ -59,7 +57,7 @@ class Conv(Workload):
             raise ValueError(f"unknown preset {preset!r}")
         shapes = _SHAPES[preset]["accelerator" if ctx.device.is_accelerator else "cpu"]
         out = []
-        for d in ctx.dtypes(DTYPES):
+        for d in ctx.dtypes(self.dtypes):
             size = DTYPES[d].itemsize
             for b, ci, co, hw, *ks in shapes:
                 kernel = ks[0] if ks else 3
@@ -73,11 +71,9 @@ class Conv(Workload):
                                        bytes=float(io * (2 if back else 1))))
         return out
 
-    def run(self, variant: Variant, ctx: Context) -> Measurement:
+    def build(self, variant: Variant, ctx: Context) -> Op:
         p = variant.params
-        if (unsupported := self.dtype_unsupported(variant, ctx)) is not None:
-            return unsupported
-        dev, dt = ctx.device.torch_device, DTYPES[p["dtype"]]
+        dev, dt = ctx.device.torch_device, ctx.device.torch_dtype(p["dtype"])
         g = torch.Generator().manual_seed(0)
         back = p["pass"] == "backward"
         x = torch.randn(p["batch"], p["c_in"], p["hw"], p["hw"], generator=g).to(dev, dt).requires_grad_(back)
@@ -86,29 +82,23 @@ class Conv(Workload):
         w.requires_grad_(back)
         conv = torch.nn.functional.conv2d
         pad = ks // 2
+        tol = TOLERANCE[p["dtype"]]
         if not back:
             def fn():
                 with torch.no_grad():
                     return conv(x, w, padding=pad)
-        else:
-            out = conv(x, w, padding=pad)
-            grad = torch.randn(out.shape, generator=g).to(dev, dt)
 
-            def fn():
-                x.grad = w.grad = None
-                out.backward(grad, retain_graph=True)
-        try:
-            fn()
-        except (RuntimeError, NotImplementedError) as e:
-            return self.failed(variant, ctx, "unsupported", f"{p['dtype']} conv2d: {e}")
-        try:
-            timing = time_fn(fn, ctx.device, ctx.budget(), agreement=ctx.agreement)
-        except TooSlow as e:
-            return self.too_slow(variant, ctx, e.estimate_s, variant.flops, 1e-12)
-        err = _check(x, w, x.grad if back else fn(), grad if back else None, TOLERANCE[p["dtype"]])
-        if err:
-            return self.failed(variant, ctx, "wrong_result", err)
-        return self.throughput(variant, ctx, timing, variant.flops, 1e-12)
+            return Op(fn, lambda: _check(x, w, fn(), None, tol), f"{p['dtype']} conv2d")
+        graph = []  # the output and its gradient, made by the first call (which fails where no kernel exists)
+
+        def backward():
+            if not graph:
+                out = conv(x, w, padding=pad)
+                graph.extend([out, torch.randn(out.shape, generator=g).to(dev, dt)])
+            x.grad = w.grad = None
+            graph[0].backward(graph[1], retain_graph=True)
+
+        return Op(backward, lambda: _check(x, w, x.grad, graph[1], tol), f"{p['dtype']} conv2d")
 
 
 def _check(x, w, got, grad, tol: float) -> str:
@@ -118,9 +108,4 @@ def _check(x, w, got, grad, tol: float) -> str:
     if grad is not None:
         ref.backward(grad[:1].to("cpu", torch.float64))
         ref = xd.grad
-    got = got[:1].detach().to("cpu", torch.float64)
-    if not torch.isfinite(got).all():
-        return "non-finite values"
-    err = float((got - ref).abs().max() / ref.abs().max().clamp_min(1e-30))
-    what = "input gradient" if grad is not None else "output"
-    return "" if err <= tol else f"{what} differs from float64 by {err:.3g} of its largest value (tolerance {tol:g})"
+    return relative_error(got[:1], ref, tol, "input gradient" if grad is not None else "output")

@@ -17,11 +17,10 @@ from collections.abc import Callable
 
 import torch
 
-from gapbench.results import Measurement
-from gapbench.timing import TooSlow, time_fn
-from gapbench.workloads.base import Context, Variant, Workload
+from gapbench.devices.dtypes import DTYPES
+from gapbench.workloads.base import Context, Variant
+from gapbench.workloads.micro.operator import Op, OperatorWorkload, relative_error
 
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 TOLERANCE = {"fp32": 1e-5, "bf16": 2e-2, "fp16": 2e-3}  # of max |error| over max |reference|
 # the ATen operators measured (their overload packet names, as a trace records them)
 OPS = ("gelu", "gelu_backward", "bernoulli_", "silu", "sqrt", "_softmax", "native_layer_norm", "native_group_norm")
@@ -31,10 +30,10 @@ KEEP = 0.9  # bernoulli_'s probability: dropout 0.1 keeps 90%
 EPS = 1e-5
 
 
-class Elementwise(Workload):
+class Elementwise(OperatorWorkload):
     name = "elementwise"
-    category = "micro"
     unit = "Gelem/s"
+    scale = 1e-9
     unit_help = "10^9 output elements per second of one ATen operator (gelu, bernoulli_, softmax, …)"
     description = "compute-heavy element-wise and normalisation operators (erf, RNG, exp, sqrt, norms) per dtype"
     presets = {"tiny": "each operator at 4096 elements (tests)",
@@ -45,30 +44,20 @@ class Elementwise(Workload):
         if preset not in SIZES:
             raise ValueError(f"unknown preset {preset!r}")
         out = []
-        for d in ctx.dtypes(DTYPES):
+        for d in ctx.dtypes(self.dtypes):
             size = DTYPES[d].itemsize
             for op in OPS:
                 for n in SIZES[preset]:
                     out.append(Variant({"op": op, "dtype": d, "elements": n}, bytes=float(n * size * _arrays(op))))
         return out
 
-    def run(self, variant: Variant, ctx: Context) -> Measurement:
+    def work(self, variant: Variant) -> float:
+        return float(variant.params["elements"])
+
+    def build(self, variant: Variant, ctx: Context) -> Op:
         p = variant.params
-        if (unsupported := self.dtype_unsupported(variant, ctx)) is not None:
-            return unsupported
-        fn, check = make_op(p["op"], p["elements"], DTYPES[p["dtype"]], ctx.device.torch_device)
-        try:
-            fn()  # a kernel this device lacks fails here, not inside the timing
-        except (RuntimeError, NotImplementedError) as e:
-            return self.failed(variant, ctx, "unsupported", f"{p['dtype']} {p['op']}: {e}")
-        try:
-            timing = time_fn(fn, ctx.device, ctx.budget(), agreement=ctx.agreement)
-        except TooSlow as e:
-            return self.too_slow(variant, ctx, e.estimate_s, p["elements"], 1e-9)
-        err = check(fn(), TOLERANCE[p["dtype"]])
-        if err:
-            return self.failed(variant, ctx, "wrong_result", err)
-        return self.throughput(variant, ctx, timing, p["elements"], 1e-9)
+        fn, check = make_op(p["op"], p["elements"], ctx.device.torch_dtype(p["dtype"]), ctx.device.torch_device)
+        return Op(fn, lambda: check(fn(), TOLERANCE[p["dtype"]]), f"{p['dtype']} {p['op']}")
 
 
 def _arrays(op: str) -> int:
@@ -122,11 +111,7 @@ def _gelu_grad(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
 
 
 def _compare(op: str, got: torch.Tensor, ref: torch.Tensor, tol: float) -> str:
-    got = got.detach().to("cpu", torch.float64).reshape(ref.shape)
-    if not torch.isfinite(got).all():
-        return f"{op}: non-finite values"
-    err = float((got - ref).abs().max() / ref.abs().max().clamp_min(1e-30))
-    return "" if err <= tol else f"{op} differs from float64 by {err:.3g} of its largest value (tolerance {tol:g})"
+    return relative_error(got, ref, tol, op)
 
 
 def _check_bernoulli(got: torch.Tensor, tol: float) -> str:

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import torch
 
+from gapbench.devices.dtypes import DTYPES as TABLE
 from gapbench.results import Measurement
 from gapbench.timing import TooSlow, time_fn
 from gapbench.workloads.base import Context, Variant, Workload
+from gapbench.workloads.micro.options import GemmOptions
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 
@@ -45,6 +47,8 @@ class Gemm(Workload):
         "tiny": "one 256³ matmul per dtype (tests)",
     }
     default_preset = "quick"
+    options = GemmOptions
+    dtypes = DTYPES
 
     def __init__(self):
         self._fixed: dict[str, list[Measurement]] = {}  # ok fixed-shape rows of this run, by dtype
@@ -52,7 +56,7 @@ class Gemm(Workload):
 
     def variants(self, preset: str, ctx: Context) -> list[Variant]:
         accel = ctx.device.is_accelerator
-        dtypes = _dtypes(ctx)
+        dtypes = ctx.dtypes(self.dtypes)
         if preset == "tiny":
             shapes, sweep = [(256, 256, 256)], []
         elif preset == "quick":
@@ -75,19 +79,19 @@ class Gemm(Workload):
         out += [Variant({"dtype": d, "sweep": "max"}) for d in sweep]
         return out
 
+    def device_unsupported(self, dtype: str, ctx: Context) -> str:
+        return unsupported_reason(dtype, ctx)
+
     def run(self, variant: Variant, ctx: Context) -> Measurement:
         dtype = variant.params["dtype"]
-        why = unsupported_reason(dtype, ctx)
-        if why:
-            return self.failed(variant, ctx, "unsupported", why)
         if variant.params.get("sweep"):
             return self._sweep(variant, ctx)
         m, n, k = variant.params["m"], variant.params["n"], variant.params["k"]
-        with ctx.device.backend.tf32(dtype == "tf32"):
+        with ctx.device.math_mode(dtype):
             op = _make_op(dtype, m, n, k, ctx.device)
             try:  # timing first: its probe iteration guards the budget before anything slow runs
                 timing = time_fn(op, ctx.device, ctx.budget(), agreement=ctx.agreement,
-                                 flush_cache=bool(ctx.options.get("flush_cache")))
+                                 flush_cache=self.opts(ctx).flush_cache)
             except TooSlow as e:
                 return self.too_slow(variant, ctx, e.estimate_s, variant.flops, 1e-12)
             err = op.check()
@@ -104,7 +108,7 @@ class Gemm(Workload):
         dtype = variant.params["dtype"]
         shapes = sorted(set(_SWEEP_ACCEL if ctx.device.is_accelerator else _SWEEP_CPU) | set(self._shapes),
                         key=lambda s: s[0] * s[1] * s[2])
-        with ctx.device.backend.tf32(dtype == "tf32"):
+        with ctx.device.math_mode(dtype):
             tried = self._probe_shapes(dtype, shapes, ctx)
             if not tried:
                 return self.failed(variant, ctx, "too_slow", "even the smallest sweep shape does not fit its "
@@ -169,17 +173,9 @@ def _variant(dtype: str, m: int, n: int, k: int) -> Variant:
 
 def gemm_bytes(dtype: str, m: int, n: int, k: int) -> float:
     """Bytes of A, B read and C written once (the roofline's compulsory traffic)."""
-    size_in = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}[dtype]
-    size_out = {"fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 2, "int8": 4}[dtype]
-    return float((m * k + k * n) * size_in + m * n * size_out)
-
-
-def _dtypes(ctx: Context) -> list[str]:
-    asked = ctx.options.get("dtype")
-    if not asked:
-        return list(DTYPES)
-    asked = [asked] if isinstance(asked, str) else list(asked)
-    return [d for d in DTYPES if d in asked]
+    row = TABLE[dtype]
+    size_out = getattr(torch, row.accumulates_in).itemsize if row.accumulates_in else row.itemsize
+    return float((m * k + k * n) * row.itemsize + m * n * size_out)
 
 
 def _fits(dtype: str, m: int, n: int, k: int, ctx: Context) -> bool:
@@ -194,7 +190,7 @@ def unsupported_reason(dtype: str, ctx: Context) -> str:
     if why:
         return why
     try:
-        with dev.backend.tf32(dtype == "tf32"):
+        with dev.math_mode(dtype):
             op = _make_op(dtype, 32, 32, 32, dev)
             op()
         dev.synchronize()
@@ -245,7 +241,7 @@ def _make_op(dtype: str, m: int, n: int, k: int, dev) -> _Op:
     g = torch.Generator(device="cpu").manual_seed(1234)
     tol = TOLERANCE[dtype]
     if dtype in ("fp32", "tf32", "bf16", "fp16"):
-        td = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[dtype]
+        td = dev.torch_dtype(dtype)
         a = torch.randn(m, k, generator=g).to(device=device, dtype=td)
         b = torch.randn(k, n, generator=g).to(device=device, dtype=td)
         c = torch.empty(m, n, device=device, dtype=td)

@@ -23,6 +23,7 @@ from gapbench.results import Measurement
 from gapbench.stats import Stats
 from gapbench.timing import TooSlow, time_fn
 from gapbench.workloads.base import Context, Variant, Workload
+from gapbench.workloads.options import Options
 
 KINDS = ("op", "train", "infer")
 WIDTH, BATCH, BLOCKS = 8, 4, 4
@@ -90,6 +91,7 @@ class Launch(Workload):
     description = "per-operator cost: a tiny op's dispatch and launch, and per operator of an eager step"
     presets = {"quick": "the three variants (op, train, infer) at their one size: 8-element tensors, a 4×8 batch"}
     default_preset = "quick"
+    options = Options
 
     def variants(self, preset: str, ctx: Context) -> list[Variant]:
         if preset not in self.presets:

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import torch
 
+from gapbench.devices.dtypes import DTYPES
 from gapbench.results import Measurement
 from gapbench.timing import TooSlow, time_fn
 from gapbench.workloads.base import Context, Variant, Workload
+from gapbench.workloads.options import DtypeOptions
 
 KERNELS = {"copy": 2, "scale": 2, "add": 3, "triad": 3, "dot": 2}  # arrays touched per element
 SCALAR = 0.4
@@ -20,7 +22,6 @@ START = (0.1, 0.2, 0.0)  # BabelStream's initial values of a, b, c
 
 _MIN_ELEMENTS = {"tiny": 1 << 20, "quick": 1 << 24, "standard": 1 << 26}
 _MIN_ELEMENTS_ACCEL = {"tiny": 1 << 20, "quick": 1 << 26, "standard": 1 << 28}
-_DTYPES = {"fp32": torch.float32, "fp64": torch.float64, "bf16": torch.bfloat16, "fp16": torch.float16}
 DTYPE_PRESETS = {"tiny-dtypes": "tiny", "quick-dtypes": "quick"}  # the same arrays in each of PRESET_DTYPES
 PRESET_DTYPES = ("fp32", "bf16", "fp16")
 
@@ -40,17 +41,18 @@ class MemBandwidth(Workload):
         "quick-dtypes": "the quick arrays in fp32, bf16 and fp16",
     }
     default_preset = "standard"
+    options = DtypeOptions
+    dtypes = ("fp32", "fp64", "bf16", "fp16")
 
     def variants(self, preset: str, ctx: Context) -> list[Variant]:
         base = DTYPE_PRESETS.get(preset, preset)
         if base not in _MIN_ELEMENTS:
             raise ValueError(f"unknown preset {preset!r}")
-        # the preset's dtypes, or fp32; those of them asked for when --dtype is given (fp32 when none is)
-        dtypes = ctx.dtypes(PRESET_DTYPES if preset in DTYPE_PRESETS else _DTYPES,
-                            default=PRESET_DTYPES if preset in DTYPE_PRESETS else ["fp32"]) or ["fp32"]
+        # those asked for with --dtype, else the preset's (fp32, or the three of a -dtypes preset)
+        dtypes = ctx.dtypes(self.dtypes, default=PRESET_DTYPES if preset in DTYPE_PRESETS else ["fp32"])
         out = []
         for dtype in dtypes:
-            size = _DTYPES[dtype].itemsize
+            size = DTYPES[dtype].itemsize
             n = array_elements(base, ctx, size)
             out += [Variant({"kernel": k, "dtype": dtype, "elements": n}, flops=_flops(k, n),
                             bytes=float(a * n * size)) for k, a in KERNELS.items()
@@ -64,9 +66,7 @@ class MemBandwidth(Workload):
 
     def run(self, variant: Variant, ctx: Context) -> Measurement:
         p = variant.params
-        if (unsupported := self.dtype_unsupported(variant, ctx)) is not None:
-            return unsupported
-        dtype = _DTYPES[p["dtype"]]
+        dtype = ctx.device.torch_dtype(p["dtype"])
         n = p["elements"]
         dev = ctx.device.torch_device
         if p["kernel"] in ("h2d", "d2h"):
@@ -118,7 +118,7 @@ class MemBandwidth(Workload):
         dev = ctx.device.torch_device
         pinned = p["memory"] == "pinned"
         try:
-            host = ctx.device.backend.host_buffer(n, dtype, pinned)
+            host = ctx.device.host_buffer(n, dtype, pinned)
         except RuntimeError as e:
             return self.failed(variant, ctx, "unsupported", f"pinned host memory not available: {e}")
         host.copy_(torch.arange(n, dtype=torch.float32).remainder_(251).to(dtype))

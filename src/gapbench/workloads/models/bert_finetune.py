@@ -13,7 +13,8 @@ from dataclasses import dataclass
 import torch
 
 from gapbench.results import Measurement
-from gapbench.workloads.base import Context, Variant, Workload
+from gapbench.workloads.base import Context, Variant
+from gapbench.workloads.models.base import ModelWorkload
 from gapbench.workloads.models.flops import train_flops_per_token
 from gapbench.workloads.models.memory import (
     activation_bytes_per_sample,
@@ -21,14 +22,11 @@ from gapbench.workloads.models.memory import (
     host_memory_shortfall,
     training_state_bytes,
 )
+from gapbench.workloads.models.options import TrainingOptions
 from gapbench.workloads.models.precision import (
-    attention_choice,
     batch_option,
-    choose_precision,
     creating_dtype,
-    precision_unsupported,
 )
-from gapbench.workloads.models.prepare import prepare
 from gapbench.workloads.models.train import TrainingJob, TrainStep, train
 
 BERT_LARGE = dict(vocab_size=30522, hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
@@ -91,9 +89,9 @@ def build_bert(cfg: dict, attention: str, device: torch.device, dtype: torch.dty
         return BertForSequenceClassification(config)
 
 
-class BertFinetune(Workload):
+class BertFinetune(ModelWorkload):
     name = "bert-finetune"
-    category = "model"
+    options = TrainingOptions
     unit = "samples/s"
     unit_help = "labelled sequences per second; one step = forward + backward + AdamW"
     description = "BERT-large sequence-classification fine-tuning step (transformers, random weights)"
@@ -102,17 +100,14 @@ class BertFinetune(Workload):
 
     def variants(self, preset: str, ctx: Context) -> list[Variant]:
         p = _preset(preset)
-        precision = choose_precision(ctx.device, ctx.options)
-        attention_choice(ctx.options)
-        batch = batch_option(ctx.options, p.batch_size)
-        params = {"model": preset, "layers": p.config["num_hidden_layers"], "hidden": p.config["hidden_size"],
-                  "seq_len": p.seq_len, "batch_size": batch, "dtype": precision.dtype, "weights": precision.weights,
-                  "attention": ctx.options.get("attention") or "sdpa", "compile": bool(ctx.options.get("compile"))}
+        batch = batch_option(self.opts(ctx), p.batch_size)
         flops = None if batch == "auto" else bert_train_flops(p.config, batch, p.seq_len)
-        return [Variant(params, flops=flops)]
+        return [Variant({"model": preset, "layers": p.config["num_hidden_layers"], "hidden": p.config["hidden_size"],
+                         "seq_len": p.seq_len, "batch_size": batch, **self.model_params(ctx, precision)}, flops=flops)
+                for precision in self.precisions(ctx)]
 
     def run(self, variant: Variant, ctx: Context) -> Measurement:
-        prep = prepare(self, variant, ctx, "transformers")
+        prep = self.prepare(variant, ctx)
         if isinstance(prep, Measurement):
             return prep
         precision, attn_impl, backends = prep.precision, prep.attn_impl, prep.sdpa_backends
@@ -166,15 +161,7 @@ class BertFinetune(Workload):
         """One measured iteration as run() times it — forward, backward and AdamW at the run's precision — on
         `device` (a gapbench Device); works under FakeTensorMode (the shape trace of gapbench assess)."""
         p = _preset(preset)
-        opts = options or {}
-        precision = choose_precision(device, opts)
-        why = precision_unsupported(device, precision)
-        if why:
-            raise ValueError(why)
-        attn_impl, backends = attention_choice(opts)
-        batch = batch_option(opts, p.batch_size)
-        if batch == "auto":
-            raise ValueError("--batch-size auto is found by running out of memory; give a number to trace")
+        precision, attn_impl, backends, batch = self.traced_setup(device, options, p.batch_size)
         dev = device.torch_device
         model = build_bert(p.config, attn_impl, dev, precision.weight_dtype)
         return TrainStep(model, synthetic_batch(batch, p.seq_len, p.config["vocab_size"], dev), device, precision,

@@ -19,20 +19,19 @@ from functools import lru_cache
 import torch
 
 from gapbench.results import Measurement
-from gapbench.workloads.base import Context, Variant, Workload
+from gapbench.workloads.base import Context, Variant
+from gapbench.workloads.models.base import ModelWorkload
 from gapbench.workloads.models.flops import count_flops, mfu, peak_tflops, time_at_peak_s, too_slow_at_peak
 from gapbench.workloads.models.memory import PeakMemory, host_memory_shortfall, largest_batch, release_memory
+from gapbench.workloads.models.options import DiffusionOptions
 from gapbench.workloads.models.precision import (
-    attention_choice,
     batch_option,
-    choose_precision,
     creating_dtype,
     is_unavailable_kernel,
     no_kernel_reason,
-    precision_unsupported,
     sdpa_context,
 )
-from gapbench.workloads.models.prepare import missing_dependency, prepare
+from gapbench.workloads.models.prepare import missing_dependency
 from gapbench.workloads.models.train import Clock
 
 SDXL_UNET = {
@@ -223,9 +222,11 @@ def params_of(preset: str) -> dict[str, int]:
             for name in ("text_1", "text_2", "unet", "vae")}
 
 
-class DiffusionInfer(Workload):
+class DiffusionInfer(ModelWorkload):
     name = "diffusion-infer"
-    category = "model"
+    options = DiffusionOptions
+    requires = ("transformers", "diffusers")
+    training = False
     unit = "images/s"
     unit_help = "generated images per second: text encoders + N guided UNet steps + VAE decode per image"
     description = "SDXL-class text-to-image inference (diffusers UNet/VAE, CLIP text encoders, random weights)"
@@ -234,24 +235,23 @@ class DiffusionInfer(Workload):
 
     def variants(self, preset: str, ctx: Context) -> list[Variant]:
         p = _preset(preset)
-        precision = choose_precision(ctx.device, ctx.options, training=False)
-        attention_choice(ctx.options)
-        batch = batch_option(ctx.options, p.batch_size)
-        steps = int(ctx.options.get("steps") or p.steps)
-        if steps < 1:
-            raise ValueError(f"steps must be at least 1, not {steps}")
-        params = {"model": preset, "image_size": p.image_size, "steps": steps, "guidance": GUIDANCE,
-                  "scheduler": "euler", "batch_size": batch, "dtype": precision.dtype,
-                  "attention": ctx.options.get("attention") or "sdpa", "compile": bool(ctx.options.get("compile"))}
+        o = self.opts(ctx)
+        batch = batch_option(o, p.batch_size)
+        steps = o.steps or p.steps
         flops = None
-        if batch != "auto" and not missing_dependency("diffusers", "transformers"):
+        if batch != "auto" and not missing_dependency(*self.requires):
             flops = pipeline_flops(preset, batch, steps)
-        return [Variant(params, flops=flops)]
+        out = []
+        for precision in self.precisions(ctx):
+            out.append(Variant({"model": preset, "image_size": p.image_size, "steps": steps, "guidance": GUIDANCE,
+                                "scheduler": "euler", "batch_size": batch, **self.model_params(ctx, precision)},
+                               flops=flops))
+        return out
 
     def run(self, variant: Variant, ctx: Context) -> Measurement:
         from gapbench.timing import TooSlow, time_fn, time_once
 
-        prep = prepare(self, variant, ctx, "transformers", "diffusers")
+        prep = self.prepare(variant, ctx)
         if isinstance(prep, Measurement):
             return prep
         precision, attn_impl, backends = prep.precision, prep.attn_impl, prep.sdpa_backends
@@ -376,16 +376,8 @@ class DiffusionInfer(Workload):
         so its per-step arithmetic is written out here with the same element-wise operations on the latents
         (scale the input; x + (x − (x − σ·ε))/σ · dσ, in float32) and placeholder sigmas."""
         p = _preset(preset)
-        opts = options or {}
-        precision = choose_precision(device, opts, training=False)
-        why = precision_unsupported(device, precision)
-        if why:
-            raise ValueError(why)
-        attn_impl, backends = attention_choice(opts)
-        batch = batch_option(opts, p.batch_size)
-        if batch == "auto":
-            raise ValueError("--batch-size auto is found by running out of memory; give a number to trace")
-        steps = int(opts.get("steps") or p.steps)
+        precision, attn_impl, backends, batch = self.traced_setup(device, options, p.batch_size)
+        steps = (options or {}).get("steps") or p.steps
         pipe = Pipeline(p, device.torch_device, precision.torch_dtype, attn_impl, backends)
         pipe.set_batch(batch)
 

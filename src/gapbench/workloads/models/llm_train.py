@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 import torch
 
 from gapbench.results import Measurement
-from gapbench.workloads.base import Context, Variant, Workload
+from gapbench.workloads.base import Context, Variant
+from gapbench.workloads.models.base import ModelWorkload
 from gapbench.workloads.models.flops import train_flops_per_token
 from gapbench.workloads.models.memory import (
     activation_bytes_per_sample,
@@ -23,14 +24,11 @@ from gapbench.workloads.models.memory import (
     host_memory_shortfall,
     training_state_bytes,
 )
+from gapbench.workloads.models.options import TrainingOptions
 from gapbench.workloads.models.precision import (
-    attention_choice,
     batch_option,
-    choose_precision,
     creating_dtype,
-    precision_unsupported,
 )
-from gapbench.workloads.models.prepare import prepare
 from gapbench.workloads.models.train import TrainingJob, TrainStep, train
 
 LLAMA2_7B = dict(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
@@ -115,9 +113,9 @@ def build_llama(cfg: dict, attention: str, device: torch.device, dtype: torch.dt
     return model
 
 
-class LlmTrain(Workload):
+class LlmTrain(ModelWorkload):
     name = "llm-train"
-    category = "model"
+    options = TrainingOptions
     unit = "tokens/s"
     unit_help = "training tokens (batch × sequence) per second; one step = forward + backward + AdamW"
     description = "Llama-2-architecture causal-LM training step (transformers, random weights, synthetic tokens)"
@@ -126,19 +124,15 @@ class LlmTrain(Workload):
 
     def variants(self, preset: str, ctx: Context) -> list[Variant]:
         p = _preset(preset)
-        precision = choose_precision(ctx.device, ctx.options, low_memory_weights=p.low_memory_weights)
-        attention = ctx.options.get("attention") or "sdpa"
-        attention_choice(ctx.options)  # reject an unknown choice here, before anything is built
-        batch = batch_option(ctx.options, p.batch_size)
-        params = {"model": preset, "layers": p.config["num_hidden_layers"], "hidden": p.config["hidden_size"],
-                  "seq_len": p.seq_len, "batch_size": batch, "dtype": precision.dtype, "weights": precision.weights,
-                  "attention": attention, "compile": bool(ctx.options.get("compile")),
-                  "checkpointing": p.checkpointing}
+        batch = batch_option(self.opts(ctx), p.batch_size)
         flops = None if batch == "auto" else batch * p.seq_len * llama_train_flops_per_token(p.config, p.seq_len)
-        return [Variant(params, flops=flops)]
+        return [Variant({"model": preset, "layers": p.config["num_hidden_layers"], "hidden": p.config["hidden_size"],
+                         "seq_len": p.seq_len, "batch_size": batch, **self.model_params(ctx, precision),
+                         "checkpointing": p.checkpointing}, flops=flops)
+                for precision in self.precisions(ctx, low_memory_weights=p.low_memory_weights)]
 
     def run(self, variant: Variant, ctx: Context) -> Measurement:
-        prep = prepare(self, variant, ctx, "transformers")
+        prep = self.prepare(variant, ctx)
         if isinstance(prep, Measurement):
             return prep
         precision, attn_impl, backends = prep.precision, prep.attn_impl, prep.sdpa_backends
@@ -199,15 +193,8 @@ class LlmTrain(Workload):
         (`options` as `gapbench run` takes them: dtype, attention, batch_size) — on `device` (a gapbench Device).
         Works under FakeTensorMode: a step-time prediction traces it for shapes (gapbench assess)."""
         p = _preset(preset)
-        opts = options or {}
-        precision = choose_precision(device, opts, low_memory_weights=p.low_memory_weights)
-        why = precision_unsupported(device, precision)
-        if why:
-            raise ValueError(why)
-        attn_impl, backends = attention_choice(opts)
-        batch = batch_option(opts, p.batch_size)
-        if batch == "auto":
-            raise ValueError("--batch-size auto is found by running out of memory; give a number to trace")
+        precision, attn_impl, backends, batch = self.traced_setup(device, options, p.batch_size,
+                                                                  low_memory_weights=p.low_memory_weights)
         dev = device.torch_device
         model = build_llama(p.config, attn_impl, dev, precision.weight_dtype, p.checkpointing)
         ids = synthetic_tokens(batch, p.seq_len, p.config["vocab_size"], dev)

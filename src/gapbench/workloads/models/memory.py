@@ -86,7 +86,7 @@ def auto_batch_ceiling(bytes_per_sample: float, fixed_bytes: float, device: Devi
     device memory is host memory (the CPU) an OOM is usually the kernel's OOM killer, not an exception, so
     the ceiling is half the estimate instead.
     """
-    host = device.backend.host_memory_is_device_memory
+    host = device.host_memory_is_device_memory
     free = device.free_memory()
     if host:
         headroom = address_space_headroom()
@@ -138,7 +138,7 @@ class PeakMemory:
 
     def __init__(self, device: Device):
         self.device = device
-        self.host = device.backend.host_memory_is_device_memory
+        self.host = device.host_memory_is_device_memory
         self.source = "device-allocator"
         self._rss0 = 0
 
@@ -187,7 +187,7 @@ def host_memory_shortfall(need_bytes: float, device: Device) -> str:
     """Where device memory is host memory, '' when need_bytes fits in available memory, else the reason (a
     real OOM there is the kernel's OOM killer, which would take the worker with it). Accelerators raise a
     clean OOM instead."""
-    if not device.backend.host_memory_is_device_memory:
+    if not device.host_memory_is_device_memory:
         return ""
     have = available_host_memory()
     if have and need_bytes > 0.9 * have:

@@ -8,14 +8,10 @@ from dataclasses import dataclass
 import torch
 
 from gapbench.devices import Device
+from gapbench.devices.dtypes import DTYPES as TABLE
+from gapbench.workloads.models.options import ATTENTION as ATTENTION_CHOICES
 
-DTYPES = ("fp32", "bf16", "fp16")
-
-
-TORCH_DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-
-
-ATTENTION_CHOICES = ("sdpa", "eager", "flash", "efficient", "math", "cudnn")
+DTYPES = ("fp32", "bf16", "fp16")  # what the model workloads train and run in (llm-infer adds fp8)
 
 
 @dataclass(frozen=True)
@@ -32,11 +28,11 @@ class Precision:
 
     @property
     def torch_dtype(self) -> torch.dtype:
-        return TORCH_DTYPES[self.dtype]
+        return TABLE[self.dtype].torch
 
     @property
     def weight_dtype(self) -> torch.dtype:
-        return TORCH_DTYPES[self.weights]
+        return TABLE[self.weights].torch
 
     @property
     def autocast(self) -> bool:
@@ -53,7 +49,7 @@ class Precision:
 
     def peak_dtype(self, device: Device) -> str:
         """The dtype whose dense peak MFU is taken against (fp32 matmuls may run as TF32 if allowed)."""
-        if self.dtype == "fp32" and device.backend.tf32_enabled():
+        if self.dtype == "fp32" and device.tf32_enabled():
             return "tf32"
         return self.dtype
 
@@ -66,25 +62,38 @@ def default_dtype(device: Device) -> str:
     return "fp16" if device.is_accelerator else "fp32"
 
 
-def choose_precision(device: Device, options: dict, *, low_memory_weights: bool = False,
-                     training: bool = True) -> Precision:
-    """The precision for this run: the user's `dtype` option, else the device default.
+def precision_of(dtype: str, *, low_memory_weights: bool = False, training: bool = True,
+                 source: str = "option") -> Precision:
+    """The precision a model computes `dtype` in.
 
     Training keeps fp32 master weights (autocast) unless `low_memory_weights` (the 7B/13B/70B-slice presets,
     whose fp32 weights plus AdamW states would not fit one device), and always for fp16, which needs fp32
     master weights for its grad scaler. Inference stores weights in the compute dtype, as pipelines do.
     """
+    if dtype not in DTYPES:  # e.g. fp8 meant for gemm: a run reports it unsupported, it does not crash
+        return Precision(dtype=dtype, weights=dtype, source=source)
+    weights = dtype if not training or (low_memory_weights and dtype == "bf16") else "fp32"
+    return Precision(dtype=dtype, weights=weights, source=source)
+
+
+def _asked(options) -> list[str]:
     asked = options.get("dtype")
-    if isinstance(asked, (list, tuple)):
-        asked = ",".join(asked)
-    dtype = asked or default_dtype(device)
-    if dtype not in DTYPES:  # e.g. fp8 meant for gemm: the run reports it unsupported, it does not crash
-        return Precision(dtype=dtype, weights=dtype, source="option")
-    if not training or (low_memory_weights and dtype == "bf16"):
-        weights = dtype
-    else:
-        weights = "fp32"
-    return Precision(dtype=dtype, weights=weights, source="option" if asked else "default")
+    return [asked] if isinstance(asked, str) else list(asked or [])
+
+
+def choose_precisions(device: Device, options, **kw) -> list[Precision]:
+    """The precisions of a run: one per dtype --dtype asked for (those the model workloads compute in first; any
+    other is recorded `unsupported` before anything is built), else the device's default."""
+    asked = _asked(options)
+    if not asked:
+        return [precision_of(default_dtype(device), source="default", **kw)]
+    return [precision_of(d, **kw) for d in [*(d for d in DTYPES if d in asked), *(d for d in asked if d not in DTYPES)]]
+
+
+def choose_precision(device: Device, options, **kw) -> Precision:
+    """The one precision of a traced or single iteration: the first dtype asked for, else the device default."""
+    asked = _asked(options)
+    return precision_of(asked[0], **kw) if asked else precision_of(default_dtype(device), source="default", **kw)
 
 
 def precision_unsupported(device: Device, precision: Precision) -> str:
@@ -95,20 +104,13 @@ def precision_unsupported(device: Device, precision: Precision) -> str:
     return f"{precision.dtype}: {why}" if why else ""
 
 
-def batch_option(options: dict, default: int) -> int | str:
-    """The `batch_size` option: None -> the preset's, an int, or "auto"."""
+def batch_option(options, default: int) -> int | str:
+    """The `batch_size` option (checked where options are read): the preset's `default` when not given."""
     b = options.get("batch_size")
-    if b is None:
-        return default
-    if b == "auto":
-        return "auto"
-    b = int(b)
-    if b < 1:
-        raise ValueError(f"batch_size must be a positive integer or 'auto', not {b}")
-    return b
+    return default if b is None else b
 
 
-def attention_choice(options: dict) -> tuple[str, list | None]:
+def attention_choice(options) -> tuple[str, list | None]:
     """(transformers attn_implementation, SDPA backends to restrict to or None) for the `attention` option."""
     asked = options.get("attention") or "sdpa"
     if asked not in ATTENTION_CHOICES:

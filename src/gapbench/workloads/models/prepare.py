@@ -1,12 +1,11 @@
-"""The checks every model workload makes before it builds anything: its libraries import, the device computes
-in its precision, the attention backend it asks for exists."""
+"""What a model workload checks before it builds anything: that its libraries import."""
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
 
-from gapbench.workloads.models.precision import Precision, attention_choice, precision_unsupported
+from gapbench.workloads.models.precision import Precision
 
 INSTALL_HINT = "pip install 'gapbench[models]'"
 
@@ -27,18 +26,3 @@ class Prepared:
     precision: Precision
     attn_impl: str  # transformers attn_implementation
     sdpa_backends: list | None
-
-
-def prepare(workload, variant, ctx, *modules: str):
-    """Prepared, or the failed Measurement to return: a missing library or a precision the device lacks
-    is `unsupported` with the reason. The precision is read back from the variant (its identity)."""
-    missing = missing_dependency(*modules)
-    if missing:
-        return workload.failed(variant, ctx, "unsupported", missing)
-    prm = variant.params
-    precision = Precision(prm["dtype"], prm.get("weights", prm["dtype"]), "variant")
-    why = precision_unsupported(ctx.device, precision)
-    if why:
-        return workload.failed(variant, ctx, "unsupported", why)
-    attn_impl, backends = attention_choice({"attention": prm["attention"]})
-    return Prepared(precision, attn_impl, backends)

@@ -29,7 +29,7 @@ def train(workload, variant, ctx, job: TrainingJob):
 
 def adamw(params, device: Device, lr: float) -> torch.optim.Optimizer:
     """AdamW as users run it: the fused kernel where the stack has one (CUDA, ROCm), the default (foreach) elsewhere."""
-    kwargs = {"fused": True} if device.backend.fused_optimizer else {}
+    kwargs = {"fused": True} if device.fused_optimizer else {}
     return torch.optim.AdamW(params, lr=lr, weight_decay=0.01, **kwargs)
 
 

@@ -22,9 +22,11 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from gapbench.devices.dtypes import DTYPES
 from gapbench.results import Measurement
 from gapbench.timing import TooSlow, time_fn, time_once
 from gapbench.workloads.base import Context, Variant, Workload
+from gapbench.workloads.options import Options
 
 CURVE_TOL = 0.05  # pointwise gap, as a fraction of the initial fp32 loss
 FINAL_TOL = 0.10  # gap of the final-window means, as a fraction of the fp32 final-window mean
@@ -32,7 +34,11 @@ FINAL_WINDOW = 10
 LEARN_RATIO = 0.7
 TIMED_SHARE = 0.35  # of the budget: the steady-state timing (the loss curves take up to 60% before it)
 
-PRECISIONS = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
+PRECISIONS = ("fp32", "bf16", "fp16")  # fp32: no autocast; bf16 and fp16 autocast over fp32 weights
+
+
+def autocast_dtype(precision: str) -> torch.dtype | None:
+    return None if precision == "fp32" else DTYPES[precision].torch
 
 PRESETS = {
     "tiny": dict(d_in=64, hidden=256, layers=2, classes=10, batch=128, steps=60, lr=3e-3, seed=0),
@@ -72,7 +78,7 @@ class Trainer:
 
     def __init__(self, model: nn.Module, precision: str, device_type: str, lr: float):
         self.model = model
-        self.dtype = PRECISIONS[precision]
+        self.dtype = autocast_dtype(precision)
         self.device_type = device_type
         self.opt = torch.optim.AdamW(model.parameters(), lr=lr)
         self.scaler = torch.amp.GradScaler(device_type, enabled=precision == "fp16")
@@ -137,6 +143,7 @@ class AmpTrain(Workload):
         "standard": "256→1024→1024→16 MLP, batch 256, 100-step loss curves",
     }
     default_preset = "tiny"
+    options = Options
 
     def __init__(self):
         self._fp32: dict[tuple, tuple[list[float], float | None]] = {}  # (preset, device) -> (curve, samples/s)
@@ -224,7 +231,7 @@ def unsupported_reason(precision: str, dev) -> str:
     """Why this device cannot train in `precision` at all ('' when a tiny autocast step runs)."""
     if precision == "fp32":
         return ""
-    dtype = PRECISIONS[precision]
+    dtype = autocast_dtype(precision)
     why = dev.dtype_unsupported(precision)
     if why:
         return why

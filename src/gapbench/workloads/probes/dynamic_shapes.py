@@ -22,6 +22,7 @@ import torch.nn.functional as F
 from gapbench.results import Measurement
 from gapbench.timing import TooSlow, time_fn, time_once
 from gapbench.workloads.base import Context, Variant, Workload
+from gapbench.workloads.probes.options import DynamicShapesOptions
 
 PRESETS = {
     # batch 1 is in both streams on purpose: torch.compile specialises sizes 0 and 1, the classic recompile
@@ -85,6 +86,7 @@ class DynamicShapes(Workload):
         "standard": "d_model 256, 24 calls over batches 1/2/4/8 and lengths 32..256",
     }
     default_preset = "tiny"
+    options = DynamicShapesOptions
 
     def __init__(self):
         self._tps: dict[tuple, float] = {}  # (mode, shapes, preset, device) -> tokens/s, for cross-variant ratios
@@ -98,7 +100,7 @@ class DynamicShapes(Workload):
         common = {"d_model": p["d_model"], "heads": p["heads"], "ff": p["ff"], "calls": len(stream),
                   "distinct_shapes": len(set(stream)), "dtype": "fp32"}
         # padded first: the varying variants report their ratio against it
-        backend = str(ctx.options.get("compile_backend") or "inductor")
+        backend = self.opts(ctx).compile_backend
         return [Variant({"mode": mode, "shapes": shapes, **common, **({"backend": backend} if mode == "compile" else {})},
                         flops=flops)
                 for shapes in ("padded", "varying") for mode in ("eager", "compile")]

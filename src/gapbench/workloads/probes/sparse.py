@@ -20,6 +20,7 @@ import torch.nn.functional as F
 from gapbench.results import Measurement
 from gapbench.timing import TooSlow, time_fn
 from gapbench.workloads.base import Context, Variant, Workload
+from gapbench.workloads.options import Options
 
 FORMATS = ("csr", "coo", "bsr")
 
@@ -51,6 +52,7 @@ class Sparse(Workload):
         "standard": "4096×4096 sparse × 4096×512 dense at 1/5/10/30% density; 1M×128 embedding bag",
     }
     default_preset = "tiny"
+    options = Options
 
     def __init__(self):
         # dense GEMM medians, keyed by shape/dtype/device: every sparse variant reports its speed-up against one
@@ -321,7 +323,7 @@ def semi_structured_unsupported(device) -> str:
         from torch.sparse import to_sparse_semi_structured  # noqa: F401
     except ImportError:
         return f"torch {torch.__version__} has no torch.sparse.to_sparse_semi_structured"
-    return device.backend.semi_structured_unsupported(device.index)
+    return device.semi_structured_unsupported()
 
 
 def paired_ratios(sparse_op, dense_op, device, *, sparse_s: float, dense_s: float, min_time_s: float, pairs: int,
