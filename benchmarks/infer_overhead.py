@@ -21,10 +21,11 @@ import torch
 from transformers import StaticCache
 
 from gapbench import devices
+from gapbench.devices.dtypes import DTYPES
 from gapbench.workloads.base import Context
 from gapbench.workloads.inference import generate as gen
 from gapbench.workloads.inference.llm_infer import PRESETS, LlmInfer
-from gapbench.workloads.models.precision import TORCH_DTYPES, default_dtype
+from gapbench.workloads.models.precision import default_dtype
 
 
 def plain_loop(model, prompts: torch.Tensor, n_out: int, device, seconds: float) -> float:
@@ -85,7 +86,7 @@ def main() -> None:
     device.set_current()
     dtype = default_dtype(device)
     torch.manual_seed(0)  # the harness builds its model the same way, with the same seed: the same weights
-    model = gen.build_random_llama(PRESETS["tiny"].config, "sdpa", device.torch_device, TORCH_DTYPES[dtype])
+    model = gen.build_random_llama(PRESETS["tiny"].config, "sdpa", device.torch_device, DTYPES[dtype].torch)
     prompts = gen.random_prompts(args.batch, args.input_len, PRESETS["tiny"].config["vocab_size"]).to(
         device.torch_device)
     ours, plain = [], []

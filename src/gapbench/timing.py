@@ -176,6 +176,58 @@ def time_fn(fn: Callable[[], object], device: Device, budget: Budget | None = No
     )
 
 
+@dataclass(frozen=True)
+class Calls:
+    """What time_calls saw: the result of every call (a generation and its token times, say) with its timing."""
+
+    first: object  # the cold call's result
+    first_s: float  # its seconds (compile and allocation included)
+    results: list  # one per repeat, in order
+    timing: Timing  # seconds per call, one sample per repeat; energy and the host watch over the repeats
+
+
+def time_calls(fn: Callable[[], object], device: Device, budget: Budget | None = None, *,
+               agreement: Agreement = LOCAL, measure_energy: bool = True, first_counts: bool = True) -> Calls:
+    """Time whole calls whose results the caller reads (each repeat is one call of fn, kept): a cold call, one
+    warm call, then as many repeats as the budget holds (min_repeats to repeats; TooSlow when even min_repeats
+    do not fit); energy and the host watch over the repeats, as time_fn. With first_counts=False the cold call
+    (a compilation) is not held to the budget."""
+    budget = budget or DEFAULT_BUDGET
+    started = time.perf_counter()
+    agreement.barrier()
+    first, first_s = _call(fn, device)
+    if not first_counts:
+        started = time.perf_counter()
+    _, per_call = _call(fn, device)
+    per_call = agreement.max(per_call)
+    left = budget.seconds - agreement.max(time.perf_counter() - started)
+    if per_call * budget.min_repeats > left:
+        raise TooSlow(per_call, budget.seconds)
+    repeats = max(budget.min_repeats, min(budget.repeats, int(left / max(per_call, 1e-9))))
+    counter = device.energy_counter() if measure_energy else None
+    watch = Watch(device)
+    watch.start()
+    wall0, e0 = time.perf_counter(), _read(counter)
+    calls = [_call(fn, device) for _ in range(repeats)]
+    wall, e1 = time.perf_counter() - wall0, _read(counter)
+    energy = e1 - e0 if e0 is not None and e1 is not None and e1 >= e0 else None
+    timing = Timing(samples=agreement.max_each([s for _, s in calls]), iterations=1, warmup=2, probe_s=first_s,
+                    timer="host-sync", energy_j_per_iter=energy / repeats if energy is not None else None,
+                    power_w=energy / wall if energy is not None and wall > 0 else None,
+                    energy_source=counter.source if counter is not None and energy is not None else None,
+                    host_watch=watch.stop())
+    return Calls(first, first_s, [r for r, _ in calls], timing)
+
+
+def _call(fn, device: Device) -> tuple[object, float]:
+    """fn's result and the wall seconds of the call, synchronised on both ends."""
+    device.synchronize()
+    t0 = time.perf_counter()
+    out = fn()
+    device.synchronize()
+    return out, time.perf_counter() - t0
+
+
 def _warm_up(fn, device: Device, budget: Budget, agreement: Agreement) -> tuple[int, float]:
     """Calls in doubling rounds until the warm-up time has passed: (calls made, agreed seconds per call)."""
     target = budget.min_time_s if budget.warmup_s is None else budget.warmup_s

@@ -16,7 +16,7 @@ import torch
 from gapbench.devices import available_host_memory
 from gapbench.devices.dtypes import DTYPES
 from gapbench.stats import quantile
-from gapbench.timing import Budget
+from gapbench.timing import Budget, TooSlow, time_calls
 from gapbench.workloads.inference import generate as gen
 from gapbench.workloads.inference import metrics as im
 from gapbench.workloads.models.flops import time_at_peak_s
@@ -34,7 +34,6 @@ from gapbench.workloads.models.precision import (
     sdpa_context,
 )
 from gapbench.workloads.models.prepare import missing_dependency
-from gapbench.workloads.models.train import Clock
 
 LOCAL_DTYPES = ("fp32", "bf16", "fp16", "fp8")
 USABLE = 0.9  # share of free memory a batch may plan for
@@ -212,29 +211,21 @@ def _measure_batch(w, variant, ctx, model, preset, batch: int, budget: Budget, m
     prompts = prompts_for(batch, n_in, preset, device)
     g = gen.StaticGenerator(model, batch, n_in, n_out, device.torch_device,
                             DTYPES[compute_dtype(prm["dtype"])].torch, compile=prm["compile"])
-    clock = Clock(budget.seconds)
     metrics = dict(common, batch_size=batch, timer="host clock when each token reaches the host")
-    cold = g(prompts, device.synchronize)
+    try:  # a compilation is a one-off, in first_run_s, not held to the budget
+        calls = time_calls(lambda: g(prompts, device.synchronize), device, budget, agreement=ctx.agreement,
+                           first_counts=not prm["compile"])
+    except TooSlow as e:
+        return w.failure(variant, ctx, "too_slow", f"one generation takes {e.estimate_s:.3g} s; {budget.min_repeats} "
+                         f"repeats do not fit the {budget.seconds:.0f} s budget",
+                         metrics=dict(metrics, estimated_time_per_iter_s=e.estimate_s,
+                                      estimated_value=batch * n_out / e.estimate_s))
+    cold = calls.first
     metrics["first_run_s"] = cold.token_times[-1] - cold.start
-    if prm["compile"]:
-        clock = Clock(budget.seconds)  # compilation is a one-off, in first_run_s, not held to the budget
     wrong = _check(model, prompts, cold, prm["dtype"])
     if wrong:
         return w.failure(variant, ctx, "wrong_result", wrong, metrics=metrics)
-    warm = g(prompts, device.synchronize)
-    per_run = warm.token_times[-1] - warm.start
-    left = clock.left()
-    if per_run * budget.min_repeats > left:
-        return w.failure(variant, ctx, "too_slow", f"one generation takes {per_run:.3g} s; {budget.min_repeats} "
-                         f"repeats do not fit the {budget.seconds:.0f} s budget",
-                         metrics=dict(metrics, estimated_time_per_iter_s=per_run,
-                                      estimated_value=batch * n_out / per_run))
-    repeats = max(budget.min_repeats, min(budget.repeats, int(left / per_run)))
-    counter = device.energy_counter()
-    e0, wall0 = _read(counter), time.perf_counter()
-    runs = [g(prompts, device.synchronize) for _ in range(repeats)]
-    wall, e1 = time.perf_counter() - wall0, _read(counter)
-    for i, r in enumerate(runs):
+    for i, r in enumerate(calls.results):
         if not torch.equal(r.tokens, cold.tokens):
             wrong = _check(model, prompts, r, prm["dtype"])
             if wrong:
@@ -242,9 +233,8 @@ def _measure_batch(w, variant, ctx, model, preset, batch: int, budget: Budget, m
         if not r.finite:
             return w.failure(variant, ctx, "wrong_result", f"timed run {i + 1}: non-finite logits", metrics=metrics)
     rounds = [[im.RequestTrace(r.start, tuple(r.token_times), n_in, n_out, f"{k}") for k in range(batch)]
-              for r in runs]
-    energy = e1 - e0 if e0 is not None and e1 is not None and e1 >= e0 else None
-    return _rows(w, variant, ctx, rounds, metrics, memory, energy, wall, counter)
+              for r in calls.results]
+    return _rows(w, variant, ctx, rounds, metrics, memory, calls.timing)
 
 
 def _check(model, prompts, run: gen.Generation, dtype: str) -> str:
@@ -254,7 +244,7 @@ def _check(model, prompts, run: gen.Generation, dtype: str) -> str:
     return "; ".join(bad) + " (the greedy tokens do not follow the model)" if bad else ""
 
 
-def _rows(w, variant, ctx, rounds, metrics: dict, memory, energy, wall, counter) -> dict:
+def _rows(w, variant, ctx, rounds, metrics: dict, memory, timing) -> dict:
     per_round = [im.round_metrics(r, phases=True) for r in rounds]
     stats = im.summarize(per_round)
     all_requests = [t for r in rounds for t in r]
@@ -263,28 +253,13 @@ def _rows(w, variant, ctx, rounds, metrics: dict, memory, energy, wall, counter)
     detail = {"request_percentiles": im.request_percentiles(all_requests),
               "itl_pooled_ms": {f"p{q}": quantile(gaps, q / 100) * 1e3 for q in (50, 90, 99)} if gaps else None,
               "point": {n: {"median": s.median, "ci95": list(s.ci95)} for n, s in stats.items()}}
-    power = energy / wall if energy is not None and wall > 0 else None
-    if energy is not None:
-        metrics["energy_source"] = counter.source
-    rows = w.rows(variant, ctx, stats, metrics, detail, peak_memory_bytes=memory.peak())
+    if timing.energy_source:
+        metrics["energy_source"] = timing.energy_source
+    rows = w.rows(variant, ctx, stats, metrics, detail, peak_memory_bytes=memory.peak(), host_watch=timing.host_watch)
     for name in ("output_tokens_per_s", "total_tokens_per_s"):  # rates per watt: the throughput rows
-        if name in rows and power:
-            rows[name] = _with_power(rows[name], power, energy / len(rounds))
+        if name in rows and timing.power_w:
+            rows[name] = rows[name].replace(power_w=timing.power_w, energy_j=timing.energy_j_per_iter)
     return rows
-
-
-def _with_power(m, power: float, energy_per_round: float):
-
-    return m.replace(power_w=power, energy_j=energy_per_round)
-
-
-def _read(counter) -> float | None:
-    if counter is None:
-        return None
-    try:
-        return float(counter.read())
-    except Exception:
-        return None
 
 
 def _engine_info() -> dict:
