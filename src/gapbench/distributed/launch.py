@@ -52,7 +52,7 @@ def launch_ranks(job: WorkloadJob, timeout_s: float, on_event=None) -> Outcome:
 def _run(job: WorkloadJob, timeout_s: float, on_event, folder: str) -> Outcome:
     job_file = os.path.join(folder, "job.json")
     with open(job_file, "w", encoding="utf-8") as f:
-        f.write(job.to_json())
+        f.write(job.model_dump_json())
     env = dict(os.environ)
     env.update(GAPBENCH_JOB_FILE=job_file, GAPBENCH_DIST_DIR=folder)
     if job.threads:

@@ -303,7 +303,7 @@ def main() -> int:
     every = os.environ.get("GAPBENCH_EVENTS_EVERY_RANK") == "1"
     events = EventWriter() if every or rank == 0 else EventWriter(path="")
     with open(os.environ["GAPBENCH_JOB_FILE"], encoding="utf-8") as f:
-        job = WorkloadJob.from_json(f.read())
+        job = WorkloadJob.model_validate_json(f.read())
     limit_memory(job.memory_limit_bytes)
     try:
         run(job, events, status)

@@ -71,7 +71,7 @@ def main() -> int:
     tie_to_parent()
     events = EventWriter()
     try:
-        job = WorkloadJob.from_json(sys.stdin.read())
+        job = WorkloadJob.model_validate_json(sys.stdin.read())
     except (ValueError, TypeError) as e:
         events.send("setup_error", reason=f"unreadable job: {e}")
         return 3

@@ -31,7 +31,7 @@ def worker_env(job: WorkloadJob) -> dict:
 
 def launch_worker(job: WorkloadJob, timeout_s: float, on_event) -> Outcome:
     """One single-process worker: python -m gapbench.engine.worker with the job on stdin."""
-    child = Child([sys.executable, "-m", "gapbench.engine.worker"], payload=job.to_json(), env=worker_env(job))
+    child = Child([sys.executable, "-m", "gapbench.engine.worker"], payload=job.model_dump_json(), env=worker_env(job))
     try:
         return child.follow(timeout_s, on_event)
     finally:
@@ -141,7 +141,7 @@ def run_workload(job: WorkloadJob, launch: Launcher, *, timeout_s: float | None,
     unit, hib = "", True
     for _ in range(MAX_ATTEMPTS):
         left = None if job.workload_budget_s is None else max(job.workload_budget_s - (time.monotonic() - t0), 1.0)
-        a = attempt(replace(job, skip=sorted(skip), workload_budget_s=left), launch, timeout_s, reporter, on_result)
+        a = attempt(job.replace(skip=sorted(skip), workload_budget_s=left), launch, timeout_s, reporter, on_result)
         identity = identity or a.identity
         known.update(a.announced)
         unit = a.unit or unit
