@@ -18,7 +18,7 @@ from gapbench.record import MAX_NAME
 from gapbench.results import Measurement
 from gapbench.stats import Stats
 from gapbench.timing import DEFAULT_BUDGET, LOCAL, Agreement, Budget
-from gapbench.workloads.options import AnyOptions, Options
+from gapbench.workloads.options import AnyOptions, Options, asked_dtypes
 
 if TYPE_CHECKING:
     from gapbench.devices import Device
@@ -58,8 +58,7 @@ class Context:
     @property
     def asked_dtypes(self) -> list[str]:
         """The dtypes --dtype asked for, in its order ([] when it was not given)."""
-        asked = self.options.get("dtype")
-        return [asked] if isinstance(asked, str) else list(asked or [])
+        return asked_dtypes(self.options)
 
     def dtypes(self, known, default=None) -> list[str]:
         """The dtypes to build variants for: those --dtype asked for (those of `known` first, in its order), else

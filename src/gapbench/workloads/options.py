@@ -87,6 +87,13 @@ class DtypeOptions(Options):
                                  json_schema_extra={"metavar": "DTYPE[,DTYPE]"})
 
 
+def asked_dtypes(options) -> list[str]:
+    """The dtypes --dtype asked for, in its order ([] when it was not given), from a workload's options or a
+    plain dictionary of them."""
+    asked = options.get("dtype")
+    return [asked] if isinstance(asked, str) else list(asked or [])
+
+
 def read_options(cls: type[Options], raw: dict, workload: str) -> Options:
     """The options `raw` (JSON values, or the strings of the command line) as `cls` declares them; GapbenchError
     (one line, exit 2) naming the flag, the value and the workload when one is bad."""

@@ -42,12 +42,10 @@ class Attention(OperatorWorkload):
     description = "scaled_dot_product_attention forward and backward per dtype and shape, the backend's own kernel"
     presets = {"tiny": "one shape (8 heads × 128 tokens × 32) per dtype and pass (tests)",
                "quick": "head dimensions 32–128 at sequences of 128–1024 (CPU) / 1024–8192 (accelerator)"}
-    default_preset = "quick"
+    shapes = _SHAPES
 
     def variants(self, preset: str, ctx: Context) -> list[Variant]:
-        if preset not in _SHAPES:
-            raise ValueError(f"unknown preset {preset!r}")
-        shapes = _SHAPES[preset]["accelerator" if ctx.device.is_accelerator else "cpu"]
+        shapes = self.shapes_for(preset, ctx)
         out = []
         for d in ctx.dtypes(self.dtypes):
             size = DTYPES[d].itemsize

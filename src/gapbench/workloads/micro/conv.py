@@ -50,12 +50,10 @@ class Conv(OperatorWorkload):
     presets = {"tiny": "one shape (16 channels at 16×16) per dtype and pass (tests)",
                "quick": "32–256 channels at 8²–128² pixels, the few-channel ends (4 in, 3 out) and 1×1 projections "
                         "(CPU) / UNet-sized 320–1280 channels, the same ends and 1×1 projections (accelerator)"}
-    default_preset = "quick"
+    shapes = _SHAPES
 
     def variants(self, preset: str, ctx: Context) -> list[Variant]:
-        if preset not in _SHAPES:
-            raise ValueError(f"unknown preset {preset!r}")
-        shapes = _SHAPES[preset]["accelerator" if ctx.device.is_accelerator else "cpu"]
+        shapes = self.shapes_for(preset, ctx)
         out = []
         for d in ctx.dtypes(self.dtypes):
             size = DTYPES[d].itemsize

@@ -38,7 +38,6 @@ class Elementwise(OperatorWorkload):
     description = "compute-heavy element-wise and normalisation operators (erf, RNG, exp, sqrt, norms) per dtype"
     presets = {"tiny": "each operator at 4096 elements (tests)",
                "quick": "each operator at 2^15 and 2^18 elements (one thread's grain, and above it)"}
-    default_preset = "quick"
 
     def variants(self, preset: str, ctx: Context) -> list[Variant]:
         if preset not in SIZES:

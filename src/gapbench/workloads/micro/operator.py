@@ -30,6 +30,14 @@ class OperatorWorkload(Workload):
     options = DtypeOptions
     dtypes = ("fp32", "bf16", "fp16")
     scale: ClassVar[float] = 1e-12  # work per second -> the unit (TFLOP/s)
+    shapes: ClassVar[dict[str, dict[str, list]]] = {}  # preset -> {"cpu": [...], "accelerator": [...]}
+    default_preset = "quick"
+
+    def shapes_for(self, preset: str, ctx: Context) -> list:
+        """The preset's shapes for this kind of device."""
+        if preset not in self.shapes:
+            raise ValueError(f"unknown preset {preset!r}")
+        return self.shapes[preset]["accelerator" if ctx.device.is_accelerator else "cpu"]
 
     def build(self, variant: Variant, ctx: Context) -> Op:
         raise NotImplementedError

@@ -8,6 +8,7 @@ from typing import ClassVar
 
 from gapbench.results import Measurement
 from gapbench.workloads.base import Context, Variant, Workload
+from gapbench.workloads.models.memory import host_memory_shortfall
 from gapbench.workloads.models.options import ModelOptions
 from gapbench.workloads.models.precision import (
     DTYPES,
@@ -29,6 +30,7 @@ class ModelWorkload(Workload):
     dtypes = DTYPES
     requires: ClassVar[tuple[str, ...]] = ("transformers",)  # what must import before anything is built
     training: ClassVar[bool] = True  # training keeps fp32 master weights (precision.precision_of)
+    default_preset = "tiny"
 
     def precisions(self, ctx: Context, **kw) -> list[Precision]:
         """One per dtype asked for that the model computes in, else the device's default."""
@@ -39,6 +41,20 @@ class ModelWorkload(Workload):
         o = self.opts(ctx)
         weights = {"weights": precision.weights} if self.training else {}  # inference: weights in the compute dtype
         return {"dtype": precision.dtype, **weights, "attention": o.attention, "compile": o.compile}
+
+    def transformer_params(self, preset: str, config: dict, seq_len: int, batch, ctx: Context,
+                           precision: Precision) -> dict:
+        """The variant of a transformer's step: the model's shape, the batch, and the model part."""
+        return {"model": preset, "layers": config["num_hidden_layers"], "hidden": config["hidden_size"],
+                "seq_len": seq_len, "batch_size": batch, **self.model_params(ctx, precision)}
+
+    def memory_refusal(self, variant: Variant, ctx: Context, fixed_bytes: float,
+                       per_sample_bytes: float) -> Measurement | None:
+        """`oom` before anything is built when the step cannot fit where device memory is host memory (the
+        kernel's OOM killer would take the worker with it); None when it may fit."""
+        b = variant.params["batch_size"]
+        short = host_memory_shortfall(fixed_bytes + per_sample_bytes * (1 if b == "auto" else b), ctx.device)
+        return self.failed(variant, ctx, "oom", short) if short else None
 
     def prepare(self, variant: Variant, ctx: Context) -> Prepared | Measurement:
         """Prepared, or the failed Measurement to return: a missing library is `unsupported` with the install

@@ -19,7 +19,6 @@ from gapbench.workloads.models.flops import train_flops_per_token
 from gapbench.workloads.models.memory import (
     activation_bytes_per_sample,
     auto_batch_ceiling,
-    host_memory_shortfall,
     training_state_bytes,
 )
 from gapbench.workloads.models.options import TrainingOptions
@@ -96,14 +95,12 @@ class BertFinetune(ModelWorkload):
     unit_help = "labelled sequences per second; one step = forward + backward + AdamW"
     description = "BERT-large sequence-classification fine-tuning step (transformers, random weights)"
     presets = {k: p.description for k, p in PRESETS.items()}
-    default_preset = "tiny"
 
     def variants(self, preset: str, ctx: Context) -> list[Variant]:
         p = _preset(preset)
         batch = batch_option(self.opts(ctx), p.batch_size)
         flops = None if batch == "auto" else bert_train_flops(p.config, batch, p.seq_len)
-        return [Variant({"model": preset, "layers": p.config["num_hidden_layers"], "hidden": p.config["hidden_size"],
-                         "seq_len": p.seq_len, "batch_size": batch, **self.model_params(ctx, precision)}, flops=flops)
+        return [Variant(self.transformer_params(preset, p.config, p.seq_len, batch, ctx, precision), flops=flops)
                 for precision in self.precisions(ctx)]
 
     def run(self, variant: Variant, ctx: Context) -> Measurement:
@@ -119,10 +116,8 @@ class BertFinetune(ModelWorkload):
                                              cfg["num_attention_heads"], precision.weight_dtype.itemsize,
                                              scores=prm["attention"] in ("eager", "math"))
         states = training_state_bytes(total, precision)
-        short = host_memory_shortfall(states + act * (1 if prm["batch_size"] == "auto" else prm["batch_size"]),
-                                         ctx.device)
-        if short:
-            return self.failed(variant, ctx, "oom", short)
+        if (refused := self.memory_refusal(variant, ctx, states, act)) is not None:
+            return refused
 
         gen = torch.Generator().manual_seed(1234)
         batches: dict[int, dict] = {}

@@ -231,7 +231,6 @@ class DiffusionInfer(ModelWorkload):
     unit_help = "generated images per second: text encoders + N guided UNet steps + VAE decode per image"
     description = "SDXL-class text-to-image inference (diffusers UNet/VAE, CLIP text encoders, random weights)"
     presets = {k: p.description for k, p in PRESETS.items()}
-    default_preset = "tiny"
 
     def variants(self, preset: str, ctx: Context) -> list[Variant]:
         p = _preset(preset)

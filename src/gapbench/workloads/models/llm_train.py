@@ -21,7 +21,6 @@ from gapbench.workloads.models.flops import train_flops_per_token
 from gapbench.workloads.models.memory import (
     activation_bytes_per_sample,
     auto_batch_ceiling,
-    host_memory_shortfall,
     training_state_bytes,
 )
 from gapbench.workloads.models.options import TrainingOptions
@@ -120,15 +119,13 @@ class LlmTrain(ModelWorkload):
     unit_help = "training tokens (batch × sequence) per second; one step = forward + backward + AdamW"
     description = "Llama-2-architecture causal-LM training step (transformers, random weights, synthetic tokens)"
     presets = {k: p.description for k, p in PRESETS.items()}
-    default_preset = "tiny"
 
     def variants(self, preset: str, ctx: Context) -> list[Variant]:
         p = _preset(preset)
         batch = batch_option(self.opts(ctx), p.batch_size)
         flops = None if batch == "auto" else batch * p.seq_len * llama_train_flops_per_token(p.config, p.seq_len)
-        return [Variant({"model": preset, "layers": p.config["num_hidden_layers"], "hidden": p.config["hidden_size"],
-                         "seq_len": p.seq_len, "batch_size": batch, **self.model_params(ctx, precision),
-                         "checkpointing": p.checkpointing}, flops=flops)
+        return [Variant(self.transformer_params(preset, p.config, p.seq_len, batch, ctx, precision)
+                        | {"checkpointing": p.checkpointing}, flops=flops)
                 for precision in self.precisions(ctx, low_memory_weights=p.low_memory_weights)]
 
     def run(self, variant: Variant, ctx: Context) -> Measurement:
@@ -146,10 +143,8 @@ class LlmTrain(ModelWorkload):
                                              cfg["vocab_size"], p.checkpointing,
                                              scores=prm["attention"] in ("eager", "math"))
         states = training_state_bytes(total, precision)
-        short = host_memory_shortfall(states + act * (1 if prm["batch_size"] == "auto" else prm["batch_size"]),
-                                         ctx.device)
-        if short:
-            return self.failed(variant, ctx, "oom", short)
+        if (refused := self.memory_refusal(variant, ctx, states, act)) is not None:
+            return refused
 
         gen = torch.Generator().manual_seed(1234)
         tokens = {}

@@ -10,6 +10,7 @@ import torch
 from gapbench.devices import Device
 from gapbench.devices.dtypes import DTYPES as TABLE
 from gapbench.workloads.models.options import ATTENTION as ATTENTION_CHOICES
+from gapbench.workloads.options import asked_dtypes
 
 DTYPES = ("fp32", "bf16", "fp16")  # what the model workloads train and run in (llm-infer adds fp8)
 
@@ -76,15 +77,10 @@ def precision_of(dtype: str, *, low_memory_weights: bool = False, training: bool
     return Precision(dtype=dtype, weights=weights, source=source)
 
 
-def _asked(options) -> list[str]:
-    asked = options.get("dtype")
-    return [asked] if isinstance(asked, str) else list(asked or [])
-
-
 def choose_precisions(device: Device, options, **kw) -> list[Precision]:
     """The precisions of a run: one per dtype --dtype asked for (those the model workloads compute in first; any
     other is recorded `unsupported` before anything is built), else the device's default."""
-    asked = _asked(options)
+    asked = asked_dtypes(options)
     if not asked:
         return [precision_of(default_dtype(device), source="default", **kw)]
     return [precision_of(d, **kw) for d in [*(d for d in DTYPES if d in asked), *(d for d in asked if d not in DTYPES)]]
@@ -92,7 +88,7 @@ def choose_precisions(device: Device, options, **kw) -> list[Precision]:
 
 def choose_precision(device: Device, options, **kw) -> Precision:
     """The one precision of a traced or single iteration: the first dtype asked for, else the device default."""
-    asked = _asked(options)
+    asked = asked_dtypes(options)
     return precision_of(asked[0], **kw) if asked else precision_of(default_dtype(device), source="default", **kw)
 
 
