@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.table import Table
 
 from gapbench import suites, workloads
 from gapbench.cli._output import out, print_json
 from gapbench.errors import GapbenchError
 
-HELP = "list workloads, their presets, and suites"
+HELP = "list workloads, their presets, dtypes and options, and suites"
 
 
 def add_arguments(p) -> None:
@@ -16,6 +17,7 @@ def add_arguments(p) -> None:
 
 
 def main(args) -> int:
+    flags = workloads.option_fields()
     rows = []
     for name in workloads.names():
         try:
@@ -24,7 +26,9 @@ def main(args) -> int:
             rows.append({"name": name, "error": str(e)})
             continue
         rows.append({"name": w.name, "category": w.category, "unit": w.unit, "unit_help": w.unit_help,
-                     "description": w.description, "default_preset": w.default_preset, "presets": w.presets})
+                     "description": w.description, "default_preset": w.default_preset, "presets": w.presets,
+                     "dtypes": list(w.dtypes) if w.dtypes is not None else None,
+                     "options": [flags[n].flag for n in w.options.model_fields if n in flags]})
     suite_rows = [{"name": n, "description": s["description"],
                    "entries": [e if isinstance(e, str) else e for e in s["entries"]]} for n, s in suites.SUITES.items()]
     if args.json:
@@ -35,10 +39,13 @@ def main(args) -> int:
         t.add_column(c)
     for r in rows:
         if "error" in r:
-            t.add_row(r["name"], "", "", "", f"[red]{r['error']}[/]")
+            t.add_row(r["name"], "", "", "", f"[red]{escape(r['error'])}[/]")
             continue
         presets = "\n".join(f"{'*' if p == r['default_preset'] else ' '}{p}: {d}" for p, d in r["presets"].items())
-        t.add_row(r["name"], r["category"], r["unit"], presets, r["description"])
+        takes = ([f"dtypes: {', '.join(r['dtypes'])}"] if r["dtypes"] else []) + (
+            [f"options: {' '.join(r['options'])}"] if r["options"] else [])
+        t.add_row(escape(r["name"]), r["category"], escape(r["unit"]), escape(presets),
+                  escape("\n".join([r["description"], *takes])))
     out.print(t)
     s = Table(title="suites", title_justify="left")
     s.add_column("suite")
