@@ -18,32 +18,11 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
+from gapbench.devices.dtypes import DTYPE_NAMES, normalize
 from gapbench.errors import GapbenchError
 
-DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
-
-_DTYPE_ALIASES = {
-    "float64": "fp64", "double": "fp64", "f64": "fp64",
-    "float32": "fp32", "float": "fp32", "f32": "fp32", "single": "fp32",
-    "tensorfloat32": "tf32",
-    "bfloat16": "bf16",
-    "float16": "fp16", "half": "fp16", "f16": "fp16",
-    "int8": "int8", "i8": "int8", "qint8": "int8",
-}
-
-
-def normalize_dtype(name: object) -> str | None:
-    """'bfloat16', 'torch.float16', 'float8_e4m3fn', 'fp8_e5m2', 'FP32' -> 'bf16', 'fp16', 'fp8', 'fp8', 'fp32'."""
-    if name is None:
-        return None
-    s = str(name).strip().lower().removeprefix("torch.")
-    if s in DTYPES:
-        return s
-    if s in _DTYPE_ALIASES:
-        return _DTYPE_ALIASES[s]
-    if s.startswith(("float8", "fp8", "e4m3", "e5m2")):
-        return "fp8"
-    return None
+DTYPES = DTYPE_NAMES  # the dtypes a spec row's peaks are given in: the one dtype table's
+normalize_dtype = normalize  # 'bfloat16', 'torch.float16', 'float8_e4m3fn', 'FP32' -> 'bf16', 'fp16', 'fp8', 'fp32'
 
 
 # ---- the CPU: peak = physical cores x clock x FLOPs per cycle per core ------------------------------------
