@@ -56,8 +56,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _workload_arguments(p: argparse.ArgumentParser) -> None:
-    """One flag per option the workloads declare (gapbench.workloads.options), grouped by who declares it; the
-    values are strings here and checked in the plan, against each workload of the run that takes them."""
+    """One flag per option the workloads declare (gapbench.workloads.options), grouped by the family that declares
+    it first; the command line's text is read by the declarations (a value none of them accepts is a usage error),
+    and the plan checks it again against each workload of the run that takes it."""
     from gapbench.workloads import option_fields
 
     groups: dict[type, argparse._ArgumentGroup] = {}
@@ -121,7 +122,7 @@ class _ProgressReporter:
 
 
 def _options(args) -> dict:
-    """The workload options given on the command line, as typed (the plan checks them)."""
+    """The workload options given on the command line, as their declarations read them (JSON values)."""
     from gapbench.workloads import option_fields
 
     return {name: getattr(args, name) for name in option_fields() if hasattr(args, name)}
