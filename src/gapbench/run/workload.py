@@ -153,7 +153,7 @@ def run_workload(job: WorkloadJob, launch: Launcher, *, timeout_s: float | None,
             if not known:  # failed before the variants were known
                 on_result(Measurement(workload=job.workload, preset=job.preset, variant={}, unit=unit or "-",
                                       status=a.failure.status,
-                                      reason=f"worker failed before running any variant: {a.failure.reason}"))
+                                      reason=_line(f"worker failed before running any variant: {a.failure.reason}")))
                 return identity
             remaining = [k for k in known if k not in skip]
             if not remaining:
@@ -163,8 +163,14 @@ def run_workload(job: WorkloadJob, launch: Launcher, *, timeout_s: float | None,
             key = a.current
         on_result(Measurement(workload=job.workload, preset=job.preset or None, variant=known.get(key, {}),
                               unit=unit or "-", higher_is_better=hib, status=a.failure.status,
-                              reason=a.failure.reason))
+                              reason=_line(a.failure.reason)))
         skip.add(key)
         if not [k for k in known if k not in skip]:
             return identity
     return identity
+
+
+def _line(reason: str) -> str:
+    """A failure's reason as a record holds it: one line, cut well below the schema's limit."""
+    text = " ".join(str(reason).split()) or "no reason recorded"
+    return text if len(text) <= 2000 else text[:1999] + "…"
