@@ -11,6 +11,23 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _torch_threads_share_the_cores_between_xdist_workers():
+    """Under pytest-xdist, torch in each worker gets its share of the cores, not all of them: two workers with two
+    intra-op threads each on two cores wait on each other (a spinning thread holds the core another needs), and the
+    in-process measurements take several times longer. Subprocesses keep their own settings."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers <= 1:
+        yield
+        return
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(max(1, min(before, (os.cpu_count() or 1) // workers)))
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(autouse=True)
 def _isolated_history(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("GAPBENCH_DB", str(tmp_path_factory.mktemp("db") / "history.sqlite"))
