@@ -12,8 +12,11 @@ from gapbench.workloads.libs.paths import GEMM_PATHS
 
 
 def run(tmp_path, *args, device="test", env=None, name="r.json"):
+    """`gapbench run`, three repeats of 10 ms each (not seven of 100 ms): these tests check each path's status,
+    library and tuning, not the precision of its number."""
     out = tmp_path / name
-    p = gapbench("run", "--device", device, "--no-history", "-q", "-o", out, *args,
+    p = gapbench("run", "--device", device, "--no-history", "-q", "-o", out, "--min-time", "0.01", "--repeats", "3",
+                 *args,
                  env={"OMP_NUM_THREADS": "1", "GAPBENCH_TUNING_DIR": str(tmp_path / "tuning"), **(env or {})})
     assert p.returncode == 0, p.stderr[-3000:]
     return {m["variant"]["path"]: m for m in json.loads(out.read_text())["measurements"]}

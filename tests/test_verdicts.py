@@ -49,6 +49,7 @@ def test_merged_runs_keep_every_run_and_their_failures():
 def test_run_with_runs_writes_every_pass_and_compare_judges_by_them(tmp_path):
     out = tmp_path / "r.json"
     p = gapbench("run", "--device", "cpu", "-w", "gemm:tiny", "--dtype", "fp32", "--variant-budget", "1",
+                 "--min-time", "0.01", "--repeats", "3",  # short repeats: what counts here is the three runs
                  "--runs", "3", "--no-history", "-q", "-o", out, env={"OMP_NUM_THREADS": "1"})
     assert p.returncode == 0, p.stderr
     rs = load(out)
@@ -104,6 +105,7 @@ def test_the_host_watch_flags_a_run_next_to_a_cpu_burner(tmp_path):
 def test_a_throttled_device_is_flagged(tmp_path):
     out = tmp_path / "t.json"
     p = gapbench("run", "--device", "test", "-w", "gemm:tiny", "--dtype", "fp32", "--variant-budget", "1",
+                 "--min-time", "0.01", "--repeats", "3",  # the flag comes from the device's telemetry, not the numbers
                  "--no-history", "-q", "-o", out, env={"GAPBENCH_TEST_ACCELERATOR_THROTTLE": "thermal slowdown"})
     assert p.returncode == 0, p.stderr
     (m,) = load(out).measurements
