@@ -1,4 +1,8 @@
-"""Shared test set-up: keep every test (and every subprocess it starts) away from the user's history DB."""
+"""Shared test set-up: keep every test (and every subprocess it starts) away from the user's history DB.
+
+`make test` runs every test. Tests that start real `gapbench run` processes, rank groups or audits for more than
+a few seconds are marked `slow` (informational only): `pytest -n auto -m "not slow" tests` is the quick loop
+while editing, and the full run stays the check."""
 
 import os
 import subprocess

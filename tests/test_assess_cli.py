@@ -20,6 +20,7 @@ REPO = TESTS / "fixtures" / "assess" / "repo"
 COVERAGE = TESTS.parent / "results" / "cpu-epyc-coverage-float32.json"
 
 
+@pytest.mark.slow
 def test_verdict_first_and_fail_on_blocker(tmp_path):
     p = gapbench("assess", REPO, "--target", "rocm", "--fail-on", "blocker", timeout=180)
     assert p.returncode == 1, p.stderr

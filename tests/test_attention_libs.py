@@ -39,6 +39,7 @@ def test_reference_is_float64_attention_with_its_gradients():
     assert "dk" in al.compare(al.sample(inp, out, (dq, dk * 1.01, dv)), ref, "fp32")  # 1% off is caught
 
 
+@pytest.mark.slow
 def test_sdpa_kernels_the_device_lacks_are_unsupported(tmp_path):
     rows = run(tmp_path, "-w", "attention-libs:tiny", "--dtype", "fp32")
     for mode in al.MODES:
@@ -55,6 +56,7 @@ def test_sdpa_kernels_the_device_lacks_are_unsupported(tmp_path):
     assert both["flops"] == pytest.approx(3.5 * fwd["flops"])
 
 
+@pytest.mark.slow
 def test_an_attention_that_drops_its_mask_is_wrong_result(tmp_path):
     rows = run(tmp_path, "--workload-file", FIXTURES / "wrong_paths.py", "-w", "attention-libs-unmasked:tiny",
                "--dtype", "bf16")

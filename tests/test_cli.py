@@ -64,6 +64,7 @@ def test_env_json_reports_cpu_identity():
     assert isinstance(d["device"]["isa"], list)
 
 
+@pytest.mark.slow
 def test_user_workload_file_runs_with_the_same_contract(tmp_path):
     wf = tmp_path / "my_bench.py"
     wf.write_text(

@@ -48,6 +48,7 @@ def test_check_passes_on_a_real_result_and_catches_corruption(one_rank_group):
             assert "elements wrong" in call.verify(), (op, mode)
 
 
+@pytest.mark.slow
 def test_collectives_on_two_gloo_ranks_and_the_spread_of_gemm(tmp_path):
     out = tmp_path / "out.json"
     rs = runner.run_suite(device="cpu", workload_specs=["collective:tiny", "gemm:tiny"], nproc=2,

@@ -51,6 +51,7 @@ def _run(tmp_path, monkeypatch, fault: str, timeout_s: float):
     return rs, time.monotonic() - t0
 
 
+@pytest.mark.slow
 def test_killed_rank_is_named_and_finished_results_are_kept(tmp_path, monkeypatch):
     rs, took = _run(tmp_path, monkeypatch, "kill", timeout_s=60)
     by_step = {m.variant["step"]: m for m in rs.measurements}

@@ -14,6 +14,7 @@ from gapbench.devices.cuda import nvlink_summary
 from gapbench.distributed.info import backend_for
 
 
+@pytest.mark.slow
 def test_collectives_suite_through_the_cli(tmp_path):
     out = tmp_path / "out.json"
     r = gapbench("run", "--suite", "collectives", "--nproc", "2", "--device", "cpu", "--min-time", "0.005",

@@ -12,6 +12,7 @@ from gapbench.distributed.parallel import repeated_blocks, scaling_pairs, unsupp
 pytest.importorskip("transformers")
 
 
+@pytest.mark.slow
 def test_ddp_training_on_two_cpu_ranks(tmp_path):
     rs = runner.run_suite(device="cpu", workload_specs=["llm-train:tiny"], nproc=2, variant_budget_s=60,
                           min_time_s=0.05, repeats=3, output=str(tmp_path / "out.json"), history=False,

@@ -89,6 +89,7 @@ def test_probe_all_has_one_row_per_framework_with_the_agreed_keys():
         assert r["status"] == "works" or r["reason"]
 
 
+@pytest.mark.slow
 def test_cli_json_and_results_file(tmp_path):
     out = tmp_path / "fw.json"
     proc = subprocess.run([sys.executable, "-m", "gapbench", "frameworks", "--device", "cpu", "--json", "-o", str(out)],

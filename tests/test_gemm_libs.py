@@ -22,6 +22,7 @@ def run(tmp_path, *args, device="test", env=None, name="r.json"):
     return {m["variant"]["path"]: m for m in json.loads(out.read_text())["measurements"]}
 
 
+@pytest.mark.slow
 def test_paths_the_test_accelerator_lacks_are_unsupported_and_tuning_is_timed_apart(tmp_path):
     rows = run(tmp_path, "-w", "gemm-libs:tiny", "--dtype", "fp32", "--variant-budget", "1")
     assert set(rows) == set(GEMM_PATHS)  # no BLAS library choice on the test accelerator: no blas-* rows
@@ -52,6 +53,7 @@ def test_paths_the_test_accelerator_lacks_are_unsupported_and_tuning_is_timed_ap
     assert kept["tuning_s"] < tuned["tuning_s"] / 5
 
 
+@pytest.mark.slow
 def test_a_path_that_computes_a_wrong_product_is_wrong_result(tmp_path):
     rows = run(tmp_path, "--workload-file", FIXTURES / "wrong_paths.py", "-w", "gemm-libs-rounding:tiny",
                "--dtype", "fp32", "--variant-budget", "1")

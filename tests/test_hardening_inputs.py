@@ -201,6 +201,7 @@ def test_json_output_is_strict_even_when_numbers_in_memory_are_not():
 
 # ---- files that are not files, or too much of one ----------------------------------------------------------
 
+@pytest.mark.slow
 def test_a_fifo_dev_zero_a_folder_and_an_oversized_file_are_refused_at_once(tmp_path, good):
     fifo = tmp_path / "fifo.json"
     os.mkfifo(fifo)
@@ -217,6 +218,7 @@ def test_a_fifo_dev_zero_a_folder_and_an_oversized_file_are_refused_at_once(tmp_
         assert time.monotonic() - t0 < 60
 
 
+@pytest.mark.slow
 def test_fifty_thousand_measurements_compare_in_seconds_and_a_huge_reason_is_cut(tmp_path, good):
     d = doc_of(good)
     base = d["measurements"]

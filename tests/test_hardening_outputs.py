@@ -89,6 +89,7 @@ def test_an_output_nothing_can_be_written_to_is_refused_before_any_work(tmp_path
     assert not os.path.exists("/proc/gapbench-nowhere")
 
 
+@pytest.mark.slow
 def test_run_refuses_a_finished_results_file_or_a_folder_before_running_anything(tmp_path):
     wf = tmp_path / "axpy.py"
     wf.write_text(AXPY)

@@ -201,6 +201,7 @@ print(json.dumps({"rows": out, "model_dropped": w.models.model is None}))
 """
 
 
+@pytest.mark.slow
 def test_running_out_of_memory_fails_the_point_once_as_oom():
     """A real allocation failure (the address-space limit a CPU worker runs under) while the point runs: every
     row is `oom` with the reason, the point is not measured again for each row, the model is let go."""

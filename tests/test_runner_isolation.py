@@ -7,10 +7,13 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from conftest import FIXTURES, gapbench
 from gapbench.results import load
 
 
+@pytest.mark.slow
 def test_segfault_hang_raise_and_unbounded_allocation_are_recorded_and_the_suite_goes_on(tmp_path):
     out = tmp_path / "faulty.json"
     log = tmp_path / "calls.log"
@@ -35,6 +38,7 @@ def test_segfault_hang_raise_and_unbounded_allocation_are_recorded_and_the_suite
     assert sorted(calls) == sorted(["good", "segfault", "hang", "raise", "alloc", "good2"])
 
 
+@pytest.mark.slow
 def test_resume_after_kill_minus_9_redoes_nothing_finished(tmp_path):
     out = tmp_path / "slow.json"
     log = tmp_path / "calls.log"
@@ -74,6 +78,7 @@ def test_resume_after_kill_minus_9_redoes_nothing_finished(tmp_path):
     assert not journal.exists()
 
 
+@pytest.mark.slow
 def test_ctrl_c_writes_a_partial_file_and_a_resume_hint(tmp_path):
     out = tmp_path / "int.json"
     journal = tmp_path / "int.json.journal.jsonl"

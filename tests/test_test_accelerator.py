@@ -36,6 +36,7 @@ def test_the_test_accelerator_is_never_chosen_by_auto():
     assert devices.resolve("test").is_accelerator
 
 
+@pytest.mark.slow
 def test_gemm_takes_the_accelerator_branch(tmp_path):
     from gapbench import devices
     from gapbench.workloads import Context, get
@@ -56,6 +57,7 @@ def test_gemm_takes_the_accelerator_branch(tmp_path):
     assert data["device"]["product"] == "gapbench test accelerator" and data["device"]["type"] == "test"
 
 
+@pytest.mark.slow
 def test_percent_of_peak_comes_from_the_spec_row(tmp_path, monkeypatch):
     """1 TFLOP/s fp32 and 4 bf16 in tests/data/test-accelerator.toml."""
     monkeypatch.setenv("GAPBENCH_SPECS", str(DATA / "test-accelerator.toml"))
@@ -70,6 +72,7 @@ def test_percent_of_peak_comes_from_the_spec_row(tmp_path, monkeypatch):
         assert c.pct_peak == pytest.approx(c.value / peak * 100)
 
 
+@pytest.mark.slow
 def test_membw_copies_between_host_and_device(tmp_path):
     data, _ = run(tmp_path, "-w", "membw:tiny", "--variant-budget", "2")
     kernels = {(m["variant"]["kernel"], m["variant"].get("memory")): m for m in rows(data, "membw")}

@@ -46,6 +46,7 @@ def test_merged_runs_keep_every_run_and_their_failures():
     assert m.metrics["failed_runs"][0]["status"] == "crashed"
 
 
+@pytest.mark.slow
 def test_run_with_runs_writes_every_pass_and_compare_judges_by_them(tmp_path):
     out = tmp_path / "r.json"
     p = gapbench("run", "--device", "cpu", "-w", "gemm:tiny", "--dtype", "fp32", "--variant-budget", "1",
@@ -61,6 +62,7 @@ def test_run_with_runs_writes_every_pass_and_compare_judges_by_them(tmp_path):
     assert g.basis == "runs" and g.runs == (3, 3)
 
 
+@pytest.mark.slow
 def test_the_sweep_is_never_below_a_fixed_row_of_its_dtype(tmp_path):
     out = tmp_path / "s.json"
     p = gapbench("run", "--device", "cpu", "-w", "gemm:quick", "--dtype", "fp32", "--variant-budget", "4",
@@ -102,6 +104,7 @@ def test_the_host_watch_flags_a_run_next_to_a_cpu_burner(tmp_path):
     assert compare([busy, quiet], history=False, allow_flagged=True).rows[0].gaps[1].significant is True
 
 
+@pytest.mark.slow
 def test_a_throttled_device_is_flagged(tmp_path):
     out = tmp_path / "t.json"
     p = gapbench("run", "--device", "test", "-w", "gemm:tiny", "--dtype", "fp32", "--variant-budget", "1",
