@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 
 import pytest
 import torch
@@ -181,7 +182,9 @@ def test_auto_batch_under_a_memory_limit():
     import subprocess
     import sys
 
-    out = subprocess.run([sys.executable, "-c", _AUTO_SCRIPT], capture_output=True, text=True, timeout=600)
+    # one torch thread: two on the two cores the other test worker shares stall each other's OpenMP barriers
+    out = subprocess.run([sys.executable, "-c", _AUTO_SCRIPT], capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert out.returncode == 0, out.stderr[-2000:]
     res = json.loads(out.stdout.strip().splitlines()[-1])
     assert res["status"] == "ok", res["reason"]
