@@ -11,6 +11,7 @@ from gapbench.cli._output import err, out
 from gapbench.compare import compare, parse_prices
 from gapbench.report import render
 from gapbench.report.terminal import terminal_renderables
+from gapbench.text import printable
 
 TERMINAL_ROWS = 2000
 
@@ -44,12 +45,12 @@ def main(args) -> int:
                                  "--format md, csv or json, or `gapbench report`, show every row")
             comp.rows = comp.rows[:TERMINAL_ROWS]
         for w in comp.warnings:
-            err.print(f"[yellow]warning:[/] {escape(w)}", markup=True, highlight=False)
+            err.print(f"[yellow]warning:[/] {escape(printable(w))}", markup=True, highlight=False)
         comp.warnings = []
         for r in terminal_renderables(comp):
             out.print(r)
         return 0
     for w in comp.warnings:
-        print(f"gapbench: warning: {w}", file=sys.stderr)
+        print(f"gapbench: warning: {printable(w)}", file=sys.stderr)
     sys.stdout.write(render(None, format=fmt, comparison=comp))
     return 0

@@ -12,6 +12,7 @@ from html import escape
 from gapbench import __version__
 from gapbench.assess.model import NOT_NATIVE, Assessment
 from gapbench.report.kit import MINUS, Table, fmt_num, fmt_pct, gap_text, html_table, md_cell, md_table, one_line
+from gapbench.text import json_printable
 
 FORMATS = ("table", "md", "json", "html")
 STATUS_WORDS = {"native": "native", "cpu_fallback": "CPU fallback", "unsupported": "unsupported",
@@ -251,15 +252,13 @@ def sections(a: Assessment, limit: int = 20) -> list[Section]:
 
 def render_terminal(a: Assessment, limit: int = 20) -> list:
     """Rich renderables, the verdict first."""
-    from rich.text import Text
+    from gapbench.report.kit import rich_table, rich_text
 
-    from gapbench.report.kit import rich_table
-
-    out: list = [Text(verdict_line(a), style="bold")]
+    out: list = [rich_text(verdict_line(a), style="bold")]
     for sec in sections(a, limit):
-        out.append(Text(""))
-        out.append(Text(sec.title, style="bold underline"))
-        out += [rich_table(b) if isinstance(b, Table) else Text(b) for b in sec.blocks]
+        out.append(rich_text(""))
+        out.append(rich_text(sec.title, style="bold underline"))
+        out += [rich_table(b) if isinstance(b, Table) else rich_text(b) for b in sec.blocks]
     return out
 
 
@@ -276,8 +275,8 @@ def render_markdown(a: Assessment, limit: int = 20) -> str:
 
 
 def render_json(a: Assessment) -> str:
-    return json.dumps({"verdict": verdict_line(a), **a.to_dict(), "not_known": _unknowns(a)}, indent=1,
-                      default=str, allow_nan=False) + "\n"
+    return json_printable(json.dumps({"verdict": verdict_line(a), **a.to_dict(), "not_known": _unknowns(a)},
+                                     indent=1, default=str, allow_nan=False)) + "\n"
 
 
 CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"

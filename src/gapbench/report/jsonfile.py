@@ -7,6 +7,7 @@ from gapbench.compare import Comparison
 from gapbench.report import ratios
 from gapbench.report.kit import coverage_table, frameworks_table, frontier_lines, gap_text, takeaway_lines
 from gapbench.results import json_text
+from gapbench.text import json_printable
 
 
 def comparison_document(comp: Comparison) -> dict:
@@ -28,4 +29,4 @@ def comparison_document(comp: Comparison) -> dict:
 
 
 def render_json(comp: Comparison) -> str:
-    return json_text(comparison_document(comp)) + "\n"
+    return json_printable(json_text(comparison_document(comp))) + "\n"

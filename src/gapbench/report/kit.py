@@ -12,6 +12,8 @@ import html
 import math
 from dataclasses import dataclass, field
 
+from gapbench.text import printable
+
 MINUS = "−"
 NO_CI_MARK = "*"
 FLAGGED_MARK = "†"
@@ -321,7 +323,10 @@ def html_table(t: Table, table_class: str = "") -> str:
 
 
 def md_cell(s: str) -> str:
-    return str(s).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ").replace("<", "&lt;").replace(">", "&gt;")
+    """A string as one Markdown table cell (or line): no newline, no `|` that would end the cell, no HTML, and
+    every control character shown as an escape."""
+    text = str(s).replace("\r\n", " ").replace("\n", " ").replace("\\", "\\\\")
+    return printable(text).replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def md_table(t: Table) -> list[str]:
@@ -341,18 +346,29 @@ RICH_STYLES = {STYLE_BETTER: "green", STYLE_WORSE: "red", STYLE_NOISE: "dim", ST
 TERMINAL_CELL = 500  # characters of one terminal cell; a longer string (a reason, a name) is cut with "…"
 
 
-def rich_table(t: Table):
-    """A Table as a rich Table; cells are Text objects, so no string from a file is read as markup, and no
-    cell is longer than TERMINAL_CELL characters."""
-    from rich.table import Table as RichTable
+def rich_text(text: str, style: str = ""):
+    """A line for the terminal as a rich Text: never read as markup, every control character shown as an escape."""
     from rich.text import Text
 
-    rt = RichTable(title=Text(_cut(t.title, TERMINAL_CELL)) if t.title else None, title_justify="left")
+    return Text(printable(text, keep_newlines=True), style=style)
+
+
+def _rich_cell(text: str, style: str = ""):
+    from rich.text import Text
+
+    return Text(_cut(printable(text, keep_newlines=True), TERMINAL_CELL), style=style)
+
+
+def rich_table(t: Table):
+    """A Table as a rich Table; cells are Text objects, so no string from a file is read as markup, every control
+    character in it is shown as an escape, and no cell is longer than TERMINAL_CELL characters."""
+    from rich.table import Table as RichTable
+
+    rt = RichTable(title=_rich_cell(t.title) if t.title else None, title_justify="left")
     for j, h in enumerate(t.headers):
-        rt.add_column(Text(_cut(str(h), TERMINAL_CELL)), justify="right" if t.is_numeric(j) else "left", overflow="fold")
+        rt.add_column(_rich_cell(str(h)), justify="right" if t.is_numeric(j) else "left", overflow="fold")
     for i, row in enumerate(t.rows):
-        rt.add_row(*[Text(_cut(str(c), TERMINAL_CELL), style=RICH_STYLES.get(t.style(i, j), ""))
-                     for j, c in enumerate(row)])
+        rt.add_row(*[_rich_cell(str(c), RICH_STYLES.get(t.style(i, j), "")) for j, c in enumerate(row)])
     return rt
 
 

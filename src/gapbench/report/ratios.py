@@ -23,6 +23,7 @@ from gapbench.report.kit import (
     md_table,
     one_line,
     rich_table,
+    rich_text,
 )
 
 RATIO_TITLES = {
@@ -192,13 +193,11 @@ def ratio_sentences(comp: Comparison) -> list[str]:
 # ---- the pieces each format shows -----------------------------------------------------------------------
 
 def terminal_renderables(comp: Comparison) -> list:
-    from rich.text import Text
-
     if not comp.library_ratios:
         return []
-    out: list = [Text(LEGEND, style="dim")]
+    out: list = [rich_text(LEGEND, style="dim")]
     out += [rich_table(t) for t in ratio_tables(comp)]
-    out += [Text(line) for line in ratio_sentences(comp)]
+    out += [rich_text(line) for line in ratio_sentences(comp)]
     return out
 
 

@@ -11,10 +11,11 @@ from pathlib import PurePosixPath
 from urllib.parse import quote
 
 from gapbench import __version__
-from gapbench.report.kit import Table, html_table, md_cell, md_table, one_line, rich_table
+from gapbench.report.kit import Table, html_table, md_cell, md_table, one_line, rich_table, rich_text
 from gapbench.scan.effort import format_days
 from gapbench.scan.rules import TARGET_NAMES, VERDICT_HELP, VERDICTS
 from gapbench.scan.scanreport import ScanReport
+from gapbench.text import json_printable
 
 FORMATS = ("table", "json", "md", "html", "sarif")
 SARIF_LEVEL = {"works": "none", "auto": "note", "manual": "warning", "blocker": "error"}
@@ -34,7 +35,7 @@ def render(report: ScanReport, fmt: str, limit: int | None = None):
 
 
 def render_json(report: ScanReport) -> str:
-    return json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    return json_printable(json.dumps(report.to_dict(), indent=2, ensure_ascii=False)) + "\n"
 
 
 def _skip_reasons(report: ScanReport) -> Counter:
@@ -126,8 +127,8 @@ def render_markdown(report: ScanReport) -> str:
     out = [f"# CUDA lock-in scan: {md_cell(report.root)}", "", md_cell(_stats_line(report)) + ".", "",
            md_cell(_verdict_help()), ""]
     for t in _sections(report):
-        out += [f"## {t.title}", ""] + md_table(t) + [""]
-    out += [f"Rules: {md_cell(report.ruleset.source)} ({report.ruleset.date}). gapbench {__version__}.", ""]
+        out += [f"## {md_cell(t.title)}", ""] + md_table(t) + [""]
+    out += [f"Rules: {md_cell(report.ruleset.source)} ({md_cell(report.ruleset.date)}). gapbench {__version__}.", ""]
     return "\n".join(out)
 
 
@@ -228,31 +229,29 @@ def to_sarif(report: ScanReport) -> dict:
 
 
 def render_sarif(report: ScanReport) -> str:
-    return json.dumps(to_sarif(report), indent=2, ensure_ascii=False) + "\n"
+    return json_printable(json.dumps(to_sarif(report), indent=2, ensure_ascii=False)) + "\n"
 
 
 # ---------------------------------------------------------------- terminal (rich)
 
 def terminal(report: ScanReport, limit: int | None = 40) -> list:
     """Rich renderables: the summary, blockers first, then the worst findings (up to `limit`)."""
-    from rich.text import Text
-
-    out: list = [Text(_stats_line(report), style="dim")]
+    out: list = [rich_text(_stats_line(report), style="dim")]
     out += [rich_table(t) for t in _sections(report, limit) if t.title not in ("Rules hit", "Skipped files", "Notes")]
     reasons = _skip_reasons(report)
     if reasons:
-        out.append(Text("skipped: " + "; ".join(f"{n} {r}" for r, n in reasons.most_common()), style="dim"))
+        out.append(rich_text("skipped: " + "; ".join(f"{n} {r}" for r, n in reasons.most_common()), style="dim"))
     for n in report.notes[:10]:
-        out.append(Text(f"note: {n.path}: {n.note}", style="dim"))
+        out.append(rich_text(f"note: {n.path}: {n.note}", style="dim"))
     if len(report.notes) > 10:
-        out.append(Text(f"note: {len(report.notes) - 10} more notes (see --format json)", style="dim"))
+        out.append(rich_text(f"note: {len(report.notes) - 10} more notes (see --format json)", style="dim"))
     return out
 
 
 # ---------------------------------------------------------------- port reports
 
 def render_port_json(report) -> str:
-    return json.dumps(report.to_dict(), indent=2, ensure_ascii=False) + "\n"
+    return json_printable(json.dumps(report.to_dict(), indent=2, ensure_ascii=False)) + "\n"
 
 
 def _port_tables(d: dict) -> list[Table]:
@@ -290,16 +289,14 @@ def render_port_markdown(report) -> str:
     if not d["remaining_work"]:
         out += ["The scanner found no manual or blocker items in the output.", ""]
     for t in _port_tables(d):
-        out += [f"## {t.title}", ""] + md_table(t) + [""]
+        out += [f"## {md_cell(t.title)}", ""] + md_table(t) + [""]
     return "\n".join(out)
 
 
 def port_terminal(report) -> list:
-    from rich.text import Text
-
     d = report.to_dict()
-    out: list = [Text(f"{_port_line(d)} -> {d['output']}")]
+    out: list = [rich_text(f"{_port_line(d)} -> {d['output']}")]
     if not d["unmapped"]:
-        out.append(Text("nothing left that looks like CUDA in the translated files", style="green"))
+        out.append(rich_text("nothing left that looks like CUDA in the translated files", style="green"))
     out += [rich_table(t) for t in _port_tables(d) if t.title != "Translated files"]
     return out

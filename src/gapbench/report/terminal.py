@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 
 from rich.console import Console, Group
-from rich.text import Text
 
 from gapbench.compare import Comparison
 from gapbench.report import ratios, tables
@@ -15,33 +14,34 @@ from gapbench.report.kit import (
     frontier_lines,
     frontier_table,
     rich_table,
+    rich_text,
     takeaway_lines,
 )
 
 
 def terminal_renderables(comp: Comparison) -> list:
     """Rich renderables (tables and text), for a verb to print in colour."""
-    out: list = [Text(f"warning: {w}", style="yellow") for w in comp.warnings]
+    out: list = [rich_text(f"warning: {w}", style="yellow") for w in comp.warnings]
     gt = tables.gap_table(comp, merge_peak=True)
     gt.title = f"gap against {comp.base.name} (> 0: better)"
     legend = "values: median [95% CI]"
     if any(c.pct_peak is not None for r in comp.rows for c in r.cells):
         legend += " (% of the device's peak, or MFU)"
-    out.append(Text(legend, style="dim"))
+    out.append(rich_text(legend, style="dim"))
     out.append(rich_table(gt))
-    out += [Text(line) for line in takeaway_lines(comp)]
+    out += [rich_text(line) for line in takeaway_lines(comp)]
     ft = frontier_table(comp)
     if ft is not None:
         out.append(rich_table(ft))
-    out += [Text(line) for line in frontier_lines(comp)]
+    out += [rich_text(line) for line in frontier_lines(comp)]
     out += ratios.terminal_renderables(comp)
     note = tables.efficiency_note(comp)
     if note:
-        out.append(Text(note, style="dim"))
+        out.append(rich_text(note, style="dim"))
     eff = tables.efficiency_table(comp)
     if eff:
         out.append(rich_table(eff))
-        out.append(Text(tables.prices_line(comp), style="dim"))
+        out.append(rich_text(tables.prices_line(comp), style="dim"))
     for title, t in (("operator coverage", coverage_table(comp)), ("frameworks", frameworks_table(comp))):
         if t is not None:
             t.title = title
