@@ -4,10 +4,10 @@ model needs there, and its expected speed."""
 from __future__ import annotations
 
 import io
-import os
 import sys
 
 from gapbench.errors import GapbenchError
+from gapbench.results import check_output, write_text_atomic
 
 HELP = ("migration readiness of a codebase on a target stack: lock-in and effort, the model's operators there, "
         "and its predicted speed against the source stack")
@@ -32,6 +32,7 @@ def add_arguments(p) -> None:
     p.add_argument("--format", "-f", default="table", metavar="FMT", help="table (default), md, json or html")
     p.add_argument("--json", action="store_true", help="same as --format json")
     p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+    p.add_argument("--force", action="store_true", help="replace a results file at --output (never one of the inputs)")
     p.add_argument("--fail-on", choices=("manual", "blocker"), metavar="LEVEL",
                    help="exit 1 when the code has a finding at LEVEL (manual or blocker) or worse on the target")
     p.add_argument("--rules", action="append", default=[], metavar="FILE", help="extra scan rules file (TOML)")
@@ -68,8 +69,10 @@ def _checked_format(args) -> str:
         raise GapbenchError("assess needs --target (rocm, npu, xpu, mps or cpu)")
     if args.limit < 0:
         raise GapbenchError("--limit must be 0 (all) or more")
-    if args.output and not os.path.isdir(os.path.dirname(os.path.abspath(args.output))):
-        raise GapbenchError(f"{args.output}: its folder does not exist")
+    if args.force and not args.output:
+        raise GapbenchError("--force replaces the file --output names; give --output")
+    if args.output:
+        check_output(args.output, inputs=[args.path, args.coverage, *args.results, *args.rules], force=args.force)
     if args.dtype and not args.like:
         raise GapbenchError("--dtype is the precision a --like workload is traced at; your --entry sets its own")
     if args.coverage and not (args.entry or args.like):
@@ -94,11 +97,7 @@ def _print(a, fmt: str, args) -> None:
         if out is not None:
             sys.stdout.write(out)
         return
-    try:
-        with open(args.output, "w", encoding="utf-8") as f:
-            f.write(out)
-    except OSError as e:
-        raise GapbenchError(f"{args.output}: cannot write: {e.strerror}") from None
+    write_text_atomic(args.output, out)
     print(f"{verdict_line(a)}\nwrote {args.output}", file=sys.stderr)
 
 

@@ -30,11 +30,18 @@ def main(args) -> int:
     if args.output:
         results.check_output(args.output, force=args.force)
     rows = frameworks.probe_all(device_type, timeout_s=args.timeout or frameworks.DEFAULT_TIMEOUT_S)
+    _show(rows, device_type, args.json)  # first: a file that cannot be written loses nothing that was probed
     if args.output:
         _write(args.output, args.device, device_type, rows)
-    if args.json:
+        if not args.json:
+            out.print(f"wrote {args.output}", markup=False)
+    return 0
+
+
+def _show(rows: list[dict], device_type: str, as_json: bool) -> None:
+    if as_json:
         print_json(rows)
-        return 0
+        return
     t = Table(title=f"frameworks on {device_type}", title_justify="left")
     for col in ("framework", "version", "status", "device", "reason"):
         t.add_column(col)
@@ -43,9 +50,6 @@ def main(args) -> int:
                   Text(str(r["status"]), style=_COLOR.get(r["status"], "red")), Text(str(r["device"] or "-")),
                   Text(str(r["reason"] or "")))
     out.print(t)
-    if args.output:
-        out.print(f"wrote {args.output}", markup=False)
-    return 0
 
 
 def _device_type(spec: str | None) -> str:
@@ -69,7 +73,4 @@ def _write(path: str, spec: str | None, device_type: str, rows: list[dict]) -> N
     rs = results.ResultSet(host=devices.host_identity(), device=ident, measurements=[], frameworks=rows,
                            suite="frameworks", complete=True, finished_at=results.now_iso(),
                            options={"verb": "frameworks", "device_type": device_type})
-    try:
-        results.save(rs, path)
-    except OSError as e:
-        raise GapbenchError(f"cannot write {path}: {e.strerror or e}") from None
+    results.save(rs, path)  # a failed write is one line (results.files.OutputError)

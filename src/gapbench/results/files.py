@@ -103,53 +103,133 @@ def json_text(data: Any, indent: int | None = 1) -> str:
         return json.dumps(json_safe(data), indent=indent, allow_nan=False)
 
 
+class OutputError(GapbenchError, OSError):
+    """A file gapbench writes could not be written (a full disk, a read-only folder): one line naming the file.
+    An OSError too, so that callers which treat a failed write as optional still can."""
+
+    def __init__(self, path: str | os.PathLike, e: OSError):
+        self.message = f"cannot write {path}: {_why(e)}"
+        OSError.__init__(self, self.message)
+        self.errno, self.strerror, self.filename = e.errno, e.strerror, str(path)
+
+    def __str__(self) -> str:
+        return self.message
+
+
 def write_json_atomic(path: str | os.PathLike, data: Any) -> None:
     write_text_atomic(path, json_text(data) + "\n")
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> None:
     """Write `text` (UTF-8; a lone surrogate becomes '?') to a unique temporary file in the target's folder,
-    fsync it, then rename it over the target: a reader sees the old file or the new one, never half of one."""
+    fsync it, then rename it over the target: a reader sees the old file or the new one, never half of one.
+    A write the system refuses (no space, no permission) is an OutputError and leaves no temporary file."""
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=p.parent)
+    except OSError as e:
+        raise OutputError(p, e) from None
     umask = os.umask(0)
     os.umask(umask)
-    os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; an output is as readable as any other file
     try:
+        os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; an output is as readable as any other file
         with os.fdopen(fd, "wb") as f:
             f.write(text.encode("utf-8", "replace"))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, p)
-    except BaseException:
+    except BaseException as e:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(e, OSError) and not isinstance(e, OutputError):
+            raise OutputError(p, e) from None
         raise
+
+
+SQLITE_HEADER = b"SQLite format 3\x00"
+JOURNAL_SUFFIX = ".journal.jsonl"
+
+
+def history_path() -> Path:
+    """The history database a run records into: $GAPBENCH_DB, else the XDG data folder's (gapbench.history
+    reads the same place; this layer sits below it, so the rule is stated here too)."""
+    if os.environ.get("GAPBENCH_DB"):
+        return Path(os.environ["GAPBENCH_DB"]).expanduser()
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(base) / "gapbench" / "history.sqlite"
 
 
 def check_output(path: str | os.PathLike, *, inputs: Iterable[str | os.PathLike] = (), force: bool = False,
                  flag: str = "--output", resume_hint: bool = False) -> None:
-    """Before any work: GapbenchError unless writing `path` is possible and destroys nothing. Refused: a
-    folder, something that is not a regular file, one of the verb's inputs, a results file (or an
-    interrupted run's journal beside it) unless `force`, a place where no file can be created."""
+    """Before any work: GapbenchError unless writing `path` is possible and destroys nothing. Refused always: a
+    folder, something that is not a regular file, one of the verb's inputs (or a file inside an input folder),
+    a SQLite database or the history database's path, a run or coverage journal. Refused unless `force`: a
+    results file, or an output with an interrupted run's journal beside it. And a place where no file can be
+    created."""
     p = Path(path)
     if p.is_dir():
         raise GapbenchError(f"{flag} {p}: is a folder; name a file")
     if p.exists() and not p.is_file():
         raise GapbenchError(f"{flag} {p}: is not a regular file (use '-' for standard output where a verb takes it)")
-    for inp in inputs:
-        if p.exists() and os.path.exists(inp) and os.path.samefile(p, inp):
-            raise GapbenchError(f"{flag} {p}: is also an input; writing it would destroy what is being read")
+    _check_not_an_input(p, inputs, flag)
+    _check_not_kept_data(p, flag)
     hint = "; to complete an interrupted run use --resume" if resume_hint else ""
     if not force and p.is_file() and is_results_file(p):
         raise GapbenchError(f"{flag} {p}: already holds a gapbench results file; add --force to replace it{hint}")
-    journal = Path(f"{p}.journal.jsonl")
-    if not force and resume_hint and journal.is_file():
-        raise GapbenchError(f"{flag} {p}: the journal of an interrupted run, {journal}, is beside it; continue "
-                            "that run with --resume, or add --force to start again")
+    journal = Path(f"{p}{JOURNAL_SUFFIX}")
+    if not force and journal.is_file():
+        then = "continue that run with --resume, or " if resume_hint else "write elsewhere, or "
+        raise GapbenchError(f"{flag} {p}: the journal of an interrupted run, {journal}, is beside it; {then}"
+                            "add --force to start again")
+    _check_writable_folder(p, flag)
+
+
+def _check_not_an_input(p: Path, inputs: Iterable[str | os.PathLike], flag: str) -> None:
+    real = os.path.realpath(p)
+    for inp in inputs:
+        if inp is None or str(inp) in ("", "-"):
+            continue
+        src = os.path.realpath(inp)
+        same = real == src or (p.exists() and os.path.exists(inp) and os.path.samefile(p, inp))
+        if same:
+            raise GapbenchError(f"{flag} {p}: is also an input; writing it would destroy what is being read")
+        if os.path.isdir(src) and real.startswith(src.rstrip(os.sep) + os.sep):
+            raise GapbenchError(f"{flag} {p}: is inside {inp}, which is read; write elsewhere")
+
+
+def _check_not_kept_data(p: Path, flag: str) -> None:
+    """The history database and journals hold what was measured: no output ever replaces one, --force or not."""
+    db = history_path()
+    if os.path.realpath(p) == os.path.realpath(db) or (p.exists() and db.exists() and os.path.samefile(p, db)):
+        raise GapbenchError(f"{flag} {p}: is the history database; write elsewhere")
+    head = _head(p)
+    if head.startswith(SQLITE_HEADER):
+        raise GapbenchError(f"{flag} {p}: is a SQLite database (a history database?); write elsewhere")
+    if p.name.endswith(JOURNAL_SUFFIX):
+        raise GapbenchError(f"{flag} {p}: is the name of a journal (what an interrupted run finished); resume it "
+                            f"with --resume {p.with_name(p.name[:-len(JOURNAL_SUFFIX)])}, or write elsewhere")
+    if is_journal(head):
+        raise GapbenchError(f"{flag} {p}: holds a journal (what an interrupted run finished); write elsewhere")
+
+
+def _head(p: Path, n: int = 4096) -> bytes:
+    try:
+        with open(p, "rb") as f:
+            return f.read(n)
+    except OSError:
+        return b""
+
+
+def is_journal(head: bytes) -> bool:
+    """Whether the first bytes of a file are a journal's header line (a run's, or a coverage audit's)."""
+    first = head.split(b"\n", 1)[0].lstrip()
+    return first.startswith(b"{") and (b'"event": "header"' in first or b'"journal": "coverage"' in first)
+
+
+def _check_writable_folder(p: Path, flag: str) -> None:
     folder = p.absolute().parent
     while not folder.exists() and folder != folder.parent:  # the folders the write would create are not made here
         folder = folder.parent
