@@ -236,17 +236,33 @@ def external_rank() -> int | None:
     return int(os.environ["RANK"]) if under_launcher() else None
 
 
-def check_nproc(nproc: int, device) -> None:
-    """--nproc N must be at least 1 and, on an accelerator, at most the number of devices of this host."""
+MAX_RANKS = 256  # the most ranks --oversubscribe starts on one host, however many cores it has
+RANKS_PER_CORE = 4  # and at most this many per usable core
+
+
+def check_nproc(nproc: int, device, oversubscribe: bool = False) -> None:
+    """--nproc N: at least 1 and at most the devices of this host (one rank per device) or, where ranks share
+    the CPU, its usable cores; with `oversubscribe`, CPU ranks up to RANKS_PER_CORE per core and MAX_RANKS in all.
+    A GapbenchError before any process starts: a launcher asked for a million ranks would never come back."""
     import torch.distributed
 
+    from gapbench.devices.host import usable_cpus
     from gapbench.errors import GapbenchError
 
     if nproc < 1:
         raise GapbenchError(f"--nproc must be at least 1, not {nproc}")
-    if not torch.distributed.is_available():
-        raise GapbenchError("this torch build has no torch.distributed; --nproc needs it")
     most = device.max_ranks_per_host()
     if most is not None and nproc > most:
         raise GapbenchError(f"--nproc {nproc}: only {most} {device.kind} device(s) on this host "
                             "(one rank per device); for more, run on several nodes under torchrun")
+    if most is None:
+        cores = max(1, len(usable_cpus()))
+        hard = min(MAX_RANKS, RANKS_PER_CORE * cores)
+        if nproc > hard:
+            raise GapbenchError(f"--nproc {nproc}: at most {hard} ranks on this host's {cores} usable core(s), even "
+                                f"with --oversubscribe ({RANKS_PER_CORE} per core, {MAX_RANKS} in all)")
+        if nproc > cores and not oversubscribe:
+            raise GapbenchError(f"--nproc {nproc}: this host has {cores} usable core(s), one rank each; add "
+                                "--oversubscribe to start more ranks than cores")
+    if not torch.distributed.is_available():
+        raise GapbenchError("this torch build has no torch.distributed; --nproc needs it")

@@ -43,6 +43,7 @@ class RunPlan(Record):
     label: OptName = None
     runs: Annotated[int, Field(ge=1, le=1000)] | None = 1  # independent passes, interleaved (A B A B …)
     nproc: Annotated[int, Field(ge=1, le=100_000)] | None = None  # ranks to start on this host (gapbench.distributed)
+    oversubscribe: bool = False  # --nproc may start more CPU ranks than cores (up to a hard limit)
     backend: OptName = None  # torch.distributed backend; default per device (nccl, gloo, hccl, xccl)
 
     _device: Device | None = PrivateAttr(default=None)
@@ -70,6 +71,12 @@ def build_plan(*, device: str | None = None, suite: str | None = None, workload_
     """Resolve names into a plan; an unknown device, suite, workload or preset, and a bad option value, are a
     GapbenchError before anything runs."""
     dev = devices.resolve(device)
+    if kw.get("nproc") is not None:
+        from gapbench.distributed.launch import check_nproc
+
+        check_nproc(kw["nproc"], dev, bool(kw.get("oversubscribe")))
+    if kw.get("backend"):
+        check_dist_backend(kw["backend"], dev)
     files = [str(Path(f).resolve()) for f in (workload_files or [])]
     file_info = describe_files(files, kw.get("timeout_s"), options) if files else {}
     entries: list[tuple[str, str | None]] = []
@@ -96,12 +103,6 @@ def build_plan(*, device: str | None = None, suite: str | None = None, workload_
                                 f"known: {', '.join(presets)}")
     if int(kw.get("runs") or 1) < 1:
         raise GapbenchError(f"--runs must be at least 1, not {kw.get('runs')}")
-    if kw.get("nproc") is not None:
-        from gapbench.distributed.launch import check_nproc
-
-        check_nproc(kw["nproc"], dev)
-    if kw.get("backend"):
-        check_dist_backend(kw["backend"], dev)
     options = checked_options(dict(options or {}), entries, file_info)
     plan = RunPlan(device=str(dev), entries=entries, suite=suite, workload_files=files, options=options, **kw)
     plan._device = dev  # resolved once, here
