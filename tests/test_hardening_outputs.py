@@ -173,3 +173,128 @@ def test_a_run_never_writes_a_measurement_it_could_not_read_back(tmp_path):
         assert got[mode].status == "error" and "breaks the results schema" in got[mode].reason, got[mode]
         assert words in got[mode].reason
     assert got["good"].status == "ok"
+
+
+# ---- what no output ever replaces: a verb's sources, results files, the history database, journals ----------
+
+def test_assess_never_writes_over_the_code_it_assessed_or_a_results_file(tmp_path, capsys):
+    src = tmp_path / "a.py"
+    src.write_text("import torch\nx = torch.cuda.is_available()\n")
+    rc, _, err = cli(capsys, "assess", src, "--target", "rocm", "-o", src)
+    refused(rc, err, "is also an input")
+    rc, _, err = cli(capsys, "assess", tmp_path, "--target", "rocm", "-o", tmp_path / "report.md")
+    refused(rc, err, "is inside")  # a report inside the scanned folder would be scanned next time
+    assert src.read_text().startswith("import torch")
+    kept = write(result_set([gemm(1.0)], label="h100"), tmp_path / "h100.json")
+    rc, _, err = cli(capsys, "assess", src, "--target", "rocm", "-o", kept)
+    refused(rc, err, "already holds a gapbench results file", "--force")
+    assert load(kept).label == "h100"
+    rc, _, err = cli(capsys, "assess", src, "--target", "rocm", "-o", kept, "--force")
+    assert rc == 0 and "wrote" in err, err
+    assert "ROCm" in open(kept).read() and sorted(os.listdir(tmp_path)) == ["a.py", "h100.json"]
+
+
+def _sqlite(path):
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    conn.execute("create table t (x)")
+    conn.commit()
+    conn.close()
+    return path
+
+
+def test_no_output_replaces_a_history_database_even_with_force(tmp_path, capsys, monkeypatch):
+    a, b = files(tmp_path)
+    db = _sqlite(tmp_path / "history.sqlite")
+    other = _sqlite(tmp_path / "any-name.db")  # a SQLite file under any name: its header says what it is
+    before = db.read_bytes(), other.read_bytes()
+    for target in (db, other):
+        rc, _, err = cli(capsys, "report", a, b, "-o", target, "--force")
+        refused(rc, err, "SQLite")
+        rc, _, err = cli(capsys, "run", "--device", "cpu", "-w", "gemm:tiny", "-o", target, "--force", "--no-history")
+        refused(rc, err, "SQLite")
+        rc, _, err = cli(capsys, "frameworks", "--device", "cpu", "-o", target, "--force")
+        refused(rc, err, "SQLite")
+    assert (db.read_bytes(), other.read_bytes()) == before
+    configured = tmp_path / "not-yet" / "h.sqlite"  # the configured history path, before the first run made it
+    monkeypatch.setenv("GAPBENCH_DB", str(configured))
+    rc, _, err = cli(capsys, "report", a, b, "-o", configured)
+    refused(rc, err, "is the history database")
+    assert not configured.exists()
+
+
+def test_no_output_replaces_an_interrupted_runs_journal_and_it_still_resumes(tmp_path, capsys):
+    from gapbench.devices import host_identity
+    from gapbench.run import read_journal
+
+    journal = tmp_path / "x.json.journal.jsonl"
+    journal.write_text(json.dumps({"event": "header", "run_id": "0123456789abcdef", "started_at":
+                                   "2026-01-01T00:00:00+00:00", "host": host_identity(),
+                                   "plan": {"device": "cpu", "entries": [["gemm", "tiny"]]}}) + "\n"
+                       + json.dumps({"event": "measurement", "pass": 0, "measurement": gemm(1.0).model_dump(
+                           mode="json")}) + "\n")
+    copy = tmp_path / "copy.jsonl"
+    copy.write_bytes(journal.read_bytes())
+    before = journal.read_bytes()
+    rc, _, err = cli(capsys, "run", "--device", "cpu", "-w", "gemm:tiny", "-o", journal, "--force", "--no-history")
+    refused(rc, err, "journal", "--resume", str(tmp_path / "x.json"))
+    rc, _, err = cli(capsys, "report", *files(tmp_path), "-o", copy, "--force")
+    refused(rc, err, "holds a journal")
+    rc, _, err = cli(capsys, "run", "--device", "cpu", "-w", "gemm:tiny", "-o", tmp_path / "x.json", "--no-history")
+    refused(rc, err, "journal of an interrupted run", "--resume")
+    assert journal.read_bytes() == before and copy.read_bytes() == before
+    _, _, done = read_journal(str(tmp_path / "x.json"))
+    assert len(done) == 1
+
+
+def _limited(max_bytes):
+    """A child whose files cannot grow past max_bytes: what a full disk does to a write (EFBIG, not a signal)."""
+    def limit():
+        import resource
+        import signal
+
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (max_bytes, max_bytes))
+    return limit
+
+
+def test_a_write_the_disk_refuses_is_one_line_and_leaves_nothing_half_written(tmp_path):
+    import subprocess
+    import sys
+
+    a, b = files(tmp_path)
+    old = tmp_path / "r.html"
+    old.write_text("the old report")
+    r = subprocess.run([sys.executable, "-m", "gapbench", "report", a, b, "-o", old], capture_output=True, text=True,
+                       preexec_fn=_limited(2000), timeout=120)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "cannot write" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert old.read_text() == "the old report"
+    assert sorted(os.listdir(tmp_path)) == ["one.json", "r.html", "two.json"]
+
+
+def test_a_run_whose_results_file_cannot_be_written_keeps_the_journal_and_says_how_to_resume(tmp_path):
+    import subprocess
+    import sys
+
+    from gapbench import devices
+    from gapbench.results import ResultSet, json_text
+
+    wf = tmp_path / "axpy.py"
+    wf.write_text(AXPY)
+    out = tmp_path / "r.json"
+    # the journal (compact lines) fits, the results file (the same facts, indented) does not
+    facts = ResultSet(host=devices.host_identity(), device=devices.resolve("cpu").identity(), measurements=[gemm(1.0)])
+    limit = int(len(json_text(facts.model_dump(mode="json"))) * 0.85)
+    cmd = [sys.executable, "-m", "gapbench", "run", "--device", "cpu", "--workload-file", str(wf), "-o", str(out),
+           "--no-history", "-q", "--min-time", "0.01", "--repeats", "3", "--budget", "0.3"]
+    r = subprocess.run(cmd, capture_output=True, text=True, preexec_fn=_limited(limit), timeout=120)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert "cannot write" in r.stderr and f"gapbench run --resume {out}" in r.stderr, r.stderr
+    journal = tmp_path / "r.json.journal.jsonl"
+    assert journal.exists() and '"event": "measurement"' in journal.read_text()
+    r = gapbench("run", "--resume", out, "--workload-file", wf, "--no-history", "-q", timeout=120)
+    assert r.returncode == 0, r.stderr
+    rs = load(out)
+    assert rs.complete and [m.workload for m in rs.measurements] == ["axpy"] and not journal.exists()

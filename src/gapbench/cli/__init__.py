@@ -10,6 +10,7 @@ import argparse
 import importlib
 import importlib.util
 import os
+import signal
 import sys
 
 from gapbench import __version__
@@ -59,9 +60,11 @@ def main(argv: list[str] | None = None) -> int:
     except GapbenchError as e:
         print(f"gapbench: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("gapbench: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM/SIGHUP where a verb turned them into one (run)
+        signum = int(getattr(e, "signum", signal.SIGINT))
+        how = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
+        print(f"gapbench: {how}", file=sys.stderr)
+        return 128 + signum
     except BrokenPipeError:
         return 0
     except Exception as e:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import sys
 
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -25,9 +26,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workload", "-w", action="append", default=[], metavar="NAME[:PRESET]",
                    help="a workload to run, optionally with its preset (repeatable)")
     p.add_argument("--workload-file", action="append", default=[], metavar="PATH",
-                   help="a Python file defining Workload classes (repeatable)")
+                   help="a Python file defining Workload classes (repeatable); with --resume, name again the files "
+                        "the interrupted run used (they are never imported on the journal's say-so)")
     p.add_argument("--output", "-o", help="results file (default: gapbench-<device>-<time>.json)")
-    p.add_argument("--resume", metavar="RESULTS.json", help="finish an interrupted run without redoing finished work")
+    p.add_argument("--resume", metavar="RESULTS.json",
+                   help="finish an interrupted run (on the same host, device and gapbench) without redoing finished "
+                        "work")
     p.add_argument("--budget", type=seconds, metavar="SECONDS", help="wall-time budget for the whole run")
     p.add_argument("--variant-budget", type=seconds, metavar="SECONDS",
                    help="budget per variant (default 10 s for the quick suite, 60 s otherwise)")
@@ -44,14 +48,19 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="address-space limit of each CPU worker (default 85%% of RAM); exceeding it is `oom`")
     p.add_argument("--nproc", type=int, metavar="N",
                    help="start N ranks on this host through torch's elastic launcher (one per device; on the CPU, "
-                        "N processes); under torchrun, leave it out: gapbench joins the job (docs/distributed.md)")
+                        "at most one per core); under torchrun, leave it out: gapbench joins the job "
+                        "(docs/distributed.md)")
+    p.add_argument("--oversubscribe", action="store_true",
+                   help="let --nproc start more CPU ranks than there are cores (at most 4 per core, 256 in all)")
     p.add_argument("--backend", choices=DIST_BACKENDS, metavar="NAME",
                    help=f"torch.distributed backend of --nproc ranks ({', '.join(DIST_BACKENDS)}; default per device)")
     p.add_argument("--label", type=label, help="platform name used by compare/report (default: the device product)")
     p.add_argument("--no-history", action="store_true", help="do not record the run in the history database")
     p.add_argument("--json", action="store_true", help="print the results file to stdout instead of a table")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
-    p.add_argument("--force", action="store_true", help="replace an existing results file at --output")
+    p.add_argument("--force", action="store_true",
+                   help="replace an existing results file (or an interrupted run's journal) at --output; with "
+                        "--resume, complete a run begun on another host, device or gapbench (with a warning)")
     _workload_arguments(p)
 
 
@@ -118,7 +127,7 @@ class _ProgressReporter:
                                  f"{escape(one_line(m.reason))}[/]")
 
     def note(self, text):
-        err.print(text)
+        err.print(text, markup=False, highlight=False, soft_wrap=True)  # one line each, however narrow
 
 
 def _options(args) -> dict:
@@ -148,9 +157,9 @@ def _check_values(args) -> None:
 
 
 def _check_combinations(args) -> None:
-    if args.resume and (args.workload or args.suite is not None or args.workload_file):
+    if args.resume and (args.workload or args.suite is not None):
         raise GapbenchError("--resume continues the run recorded in the file; do not combine it with "
-                            "--suite/--workload/--workload-file")
+                            "--suite/--workload")
     if args.resume and "RANK" in os.environ and not args.nproc:
         raise GapbenchError("--resume is not available under an external launcher (torchrun); start the job again")
     if getattr(args, "parallel", None) and not args.nproc and "RANK" not in os.environ:
@@ -160,8 +169,11 @@ def _check_combinations(args) -> None:
     if args.resume and _options(args):
         raise GapbenchError(f"--resume continues the run with the options it recorded; leave out "
                             f"{', '.join(sorted(_flags_given(args)))}")
-    if args.force and not args.output:
-        raise GapbenchError("--force replaces the results file --output names; give --output")
+    if args.force and not (args.output or args.resume):
+        raise GapbenchError("--force replaces the results file --output names (or completes a --resume begun "
+                            "elsewhere); give --output")
+    if args.oversubscribe and not args.nproc:
+        raise GapbenchError("--oversubscribe lets --nproc start more ranks than cores: add --nproc N")
 
 
 def _flags_given(args) -> list[str]:
@@ -179,7 +191,7 @@ def _plan(args, runner):
         timeout_s=args.timeout, min_time_s=args.min_time or 0.1, repeats=args.repeats or 7,
         threads=args.threads, label=args.label,
         memory_limit_bytes=int(args.memory_limit * 2**30) if args.memory_limit else None,
-        nproc=args.nproc, backend=args.backend, runs=args.runs or 1,
+        nproc=args.nproc, oversubscribe=args.oversubscribe, backend=args.backend, runs=args.runs or 1,
     )
 
 
@@ -199,6 +211,7 @@ def _print(rs, as_json: bool) -> None:
 def main(args) -> int:
     from gapbench import run as runner  # imports torch: only when the verb runs, so --help stays fast
     from gapbench.engine.lifeline import become_subreaper
+    from gapbench.run.suite import stopping_on_signals
 
     _check(args)
     plan = None if args.resume else _plan(args, runner)
@@ -207,13 +220,14 @@ def main(args) -> int:
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         console=err, transient=True) if show else None
     reporter = _ProgressReporter(progress)
-    try:
-        with progress if progress else contextlib.nullcontext():
+    try:  # SIGTERM and SIGHUP keep what finished, as Ctrl-C does
+        with stopping_on_signals(), progress if progress else contextlib.nullcontext():
             rs = runner.run_suite(plan, output=args.output, resume=args.resume, reporter=reporter,
-                                  history=not args.no_history, force=args.force)
+                                  history=not args.no_history, force=args.force,
+                                  **({"workload_files": args.workload_file} if args.resume else {}))
     except runner.Interrupted as e:
-        err.print(f"gapbench: {e}", markup=False)
-        return 130
+        print(f"gapbench: {e}", file=sys.stderr)  # one line, however narrow the terminal
+        return 128 + e.signum
     if rs.path is None:  # one rank of an external torchrun job, not rank 0: rank 0 reports
         return 0
     _print(rs, args.json)

@@ -7,26 +7,68 @@ The results file itself is written atomically at the end (and, marked incomplete
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 import tempfile
+import threading
 import time
 
-from gapbench import devices
+from gapbench import __version__, devices
 from gapbench.engine.jobs import WorkloadJob
 from gapbench.engine.journal import Journal, journal_path
+from gapbench.errors import GapbenchError
 from gapbench.results import Measurement, ResultSet, check_output, merge_runs, now_iso, save
+from gapbench.results.files import OutputError
 from gapbench.run.plan import RunPlan, build_plan, default_output
-from gapbench.run.resume import read_journal
+from gapbench.run.resume import check_same_machine, read_journal, resumed_files
 from gapbench.run.workload import Reporter, launch_worker, run_workload
 
 
 class Interrupted(Exception):
-    """The user interrupted the run; what finished is in the journal and the partial results file."""
+    """The run was stopped by a signal (Ctrl-C's SIGINT, a scheduler's SIGTERM, a closed terminal's SIGHUP); what
+    finished is in the journal and the partial results file. `signum` gives the conventional exit status."""
 
-    def __init__(self, output: str):
-        self.output = output
-        super().__init__(f"interrupted; finished results are kept in {output}; continue with: "
-                         f"gapbench run --resume {output}")
+    def __init__(self, output: str, signum: int = signal.SIGINT, kept: str | None = None):
+        self.output, self.signum = output, int(signum)
+        how = "interrupted" if self.signum == signal.SIGINT else f"stopped by {signal.Signals(self.signum).name}"
+        where = kept or f"finished results are kept in {output}"
+        super().__init__(f"{how}; {where}; continue with: gapbench run --resume {output}")
+
+
+class Stopped(KeyboardInterrupt):
+    """A terminating signal other than SIGINT, raised where the run is, as Ctrl-C's KeyboardInterrupt is."""
+
+    def __init__(self, signum: int):
+        self.signum = int(signum)
+        super().__init__(signal.Signals(self.signum).name)
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def stopping_on_signals():
+    """Within: SIGTERM and SIGHUP (what `timeout`, batch schedulers and a closed terminal send) end a run the way
+    Ctrl-C does, so the partial results file and the resume hint are written. The first signal stops the run;
+    more of them are ignored while what finished is written. The handlers before are restored after."""
+    def stop(signum, frame):
+        for s in STOP_SIGNALS:
+            signal.signal(s, signal.SIG_IGN)
+        raise Stopped(signum)
+
+    if threading.current_thread() is not threading.main_thread():  # only the main thread may set handlers
+        yield
+        return
+    before = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    for s, handler in before.items():
+        if handler is not signal.SIG_IGN:  # nohup's SIGHUP stays ignored
+            signal.signal(s, stop)
+    try:
+        yield
+    finally:
+        for s, handler in before.items():
+            signal.signal(s, handler if handler is not None else signal.SIG_DFL)
 
 
 def run_suite(plan: RunPlan | None = None, *, output: str | None = None, resume: str | None = None,
@@ -40,19 +82,18 @@ def run_suite(plan: RunPlan | None = None, *, output: str | None = None, resume:
         return _run_as_follower(rank, plan, reporter, plan_kw)
     done: dict[tuple[int, str], Measurement] = {}
     header: dict | None = None
+    host = devices.host_identity()
     if resume:
         output = resume
-        header, plan, done = read_journal(resume)
-        reporter.note(f"resuming {resume}: {len(done)} measurement(s) already done")
+        header, plan, done = _resumed(resume, plan_kw.get("workload_files") or [], host, force, reporter)
     if plan is None:
         plan = build_plan(**plan_kw)
     output = output or default_output(plan.device)
     check_output(output, inputs=plan.workload_files, force=force or bool(resume), resume_hint=not resume)
     journal = Journal(journal_path(output))
-    host = devices.host_identity()
     if header is None:
         header = {"event": "header", "run_id": ResultSet(host={}, device={}).run_id, "started_at": now_iso(),
-                  "plan": plan.model_dump(mode="json"), "host": host}
+                  "plan": plan.model_dump(mode="json"), "host": host, "gapbench_version": __version__}
     # a fresh journal, or the resumed one rewritten: a line a kill tore stays out of it
     journal.start(header, [{"event": "measurement", "pass": p, "measurement": m.model_dump(mode="json")}
                            for (p, _), m in done.items()])
@@ -63,12 +104,18 @@ def run_suite(plan: RunPlan | None = None, *, output: str | None = None, resume:
     passes: dict[tuple[int, str], Measurement] = dict(done)
     try:
         identity = _run_entries(plan, passes, journal, set(done), reporter) or header.get("device")
-    except KeyboardInterrupt:
-        rs.measurements = _by_variant(passes)
-        rs.device = header.get("device") or plan.resolved.identity()
-        rs.finished_at = now_iso()
-        save(rs, output)
-        raise Interrupted(output) from None
+    except KeyboardInterrupt as e:
+        for s in STOP_SIGNALS:  # what finished is written whatever else arrives now
+            signal.signal(s, signal.SIG_IGN)
+        why = _save_partial(rs, passes, header.get("device") or plan.resolved.identity(), output)
+        kept = f"{why}; finished results are kept in the journal {journal.path}" if why else None
+        raise Interrupted(output, getattr(e, "signum", signal.SIGINT), kept=kept) from None
+    except OutputError as e:  # the journal could not be written (a full disk): keep what finished in the file
+        why = _save_partial(rs, passes, header.get("device") or plan.resolved.identity(), output)
+        where = (f"the measurements finished before are in the journal, {output} could not be written either"
+                 if why else f"the {len(rs.measurements)} measurement(s) finished are kept in {output}")
+        raise GapbenchError(f"{e}; {where}; once there is room, continue with: gapbench run --resume {output}") \
+            from None
     rs.measurements = _by_variant(passes)
     rs.device = identity or plan.resolved.identity()
     if plan.suite == "parity" or plan.options.get("frameworks"):
@@ -78,12 +125,54 @@ def run_suite(plan: RunPlan | None = None, *, output: str | None = None, resume:
         rs.frameworks = probe_all(plan.device)
     rs.finished_at = now_iso()
     rs.complete = True
-    save(rs, output)
+    _save_final(rs, output, journal)
     rs.path = output
     journal.remove()
     if history:
         _record_history(rs, reporter)
     return rs
+
+
+def _resumed(resume: str, files: list[str], host: dict, force: bool,
+             reporter: Reporter) -> tuple[dict, RunPlan, dict[tuple[int, str], Measurement]]:
+    """What an interrupted run left, checked before anything runs again: the workload files named again on the
+    command line, never taken from the journal; this host, device and gapbench, unless `force` (then a warning)."""
+    header, plan, done = read_journal(resume)
+    plan = plan.replace(workload_files=resumed_files(plan, files, resume))
+    warning = check_same_machine(header, host, plan.resolved.identity(), resume, force)
+    if warning:
+        reporter.note(warning)
+    reporter.note(f"resuming {resume}: {len(done)} measurement(s) already done")
+    return header, plan, done
+
+
+def _save_partial(rs: ResultSet, passes: dict, device: dict, output: str) -> OutputError | None:
+    """The partial results file of a run that stops early (marked incomplete); the error if it cannot be written."""
+    rs.measurements = _by_variant(passes)
+    rs.device = device
+    rs.finished_at = now_iso()
+    try:
+        save(rs, output)
+    except OutputError as e:
+        return e
+    return None
+
+
+def _journaled(journal: Journal, entry: dict) -> None:
+    try:
+        journal.append(entry)
+    except OSError as e:
+        raise OutputError(journal.path, e) from None
+
+
+def _save_final(rs: ResultSet, output: str, journal: Journal) -> None:
+    """The finished results file; when it cannot be written, the journal keeps every measurement and the one
+    line says how to finish the file once there is room."""
+    try:
+        save(rs, output)
+    except OutputError as e:
+        raise GapbenchError(f"{e}; all {len(rs.measurements)} measurement(s) are kept in the journal {journal.path}; "
+                            f"once it can be written, finish the file with: gapbench run --resume {output}") from None
 
 
 def _by_variant(passes: dict[tuple[int, str], Measurement]) -> list[Measurement]:
@@ -103,7 +192,7 @@ def _run_entries(plan: RunPlan, passes: dict, journal: Journal, done: set, repor
     steps = [(p, name, preset) for p in range(runs) for name, preset in plan.entries]
     for i, (p, name, preset) in enumerate(steps):
         def on_result(m: Measurement, p=p) -> None:
-            journal.append({"event": "measurement", "pass": p, "measurement": m.model_dump(mode="json")})
+            _journaled(journal, {"event": "measurement", "pass": p, "measurement": m.model_dump(mode="json")})
             passes[(p, m.key)] = m
             reporter.variant_done(m)
 
@@ -117,7 +206,7 @@ def _run_entries(plan: RunPlan, passes: dict, journal: Journal, done: set, repor
                              timeout_s=plan.timeout_s, reporter=reporter, on_result=on_result)
         if ident and not identity:
             identity = ident
-            journal.append({"event": "device", "identity": identity})
+            _journaled(journal, {"event": "device", "identity": identity})
     return identity
 
 
