@@ -25,16 +25,21 @@ def _pair(v: Any) -> Any:
     return tuple(v) if isinstance(v, list) else v
 
 
-class Stats(Record):
-    """Statistics of a measurement's samples (its repeats, or its runs): computed once where the samples are."""
+NonNegative = Annotated[float, Field(ge=0)]
 
-    median: float
-    iqr: Annotated[float, Field(ge=0)]
-    min: float
-    max: float
+
+class Stats(Record):
+    """Statistics of a measurement's samples (its repeats, or its runs): computed once where the samples are. The
+    samples are rates or times, so no figure here is below 0 (a gap or a difference is no sample: it lives in a
+    comparison, or in a measurement's open `metrics`)."""
+
+    median: NonNegative
+    iqr: NonNegative
+    min: NonNegative
+    max: NonNegative
     n: Annotated[int, Field(ge=1, le=1_000_000_000)]
-    ci95: Annotated[tuple[float, float], BeforeValidator(_pair)]  # low, high (a list in the file)
-    mean: float | None = None
+    ci95: Annotated[tuple[NonNegative, NonNegative], BeforeValidator(_pair)]  # low, high (a list in the file)
+    mean: NonNegative | None = None
     stdev: Annotated[float, Field(ge=0)] | None = None
     noisy: bool | None = None  # IQR/median above NOISE_THRESHOLD; derived when a file leaves it out
     ci_level: Annotated[float, Field(gt=0, le=1)] | None = None  # the interval's coverage (below 0.95 with few samples)

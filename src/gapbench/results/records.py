@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import uuid
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BeforeValidator,
     ConfigDict,
     Field,
@@ -23,6 +25,7 @@ from pydantic import (
     PrivateAttr,
     StringConstraints,
     ValidationInfo,
+    WithJsonSchema,
     WrapValidator,
     field_validator,
     model_serializer,
@@ -178,6 +181,45 @@ class FrameworkRow(Record):
     reason: Reason | None = None
 
 
+# ---- what a file must say as it is ------------------------------------------------------------------------
+
+_NOT_BLANK = re.compile(r"\S")  # the JSON Schema's pattern, read the same way (Python's re, as jsonschema does)
+
+
+def _not_blank(s: str) -> str:
+    if not _NOT_BLANK.search(s):
+        raise ValueError(f"blank: a name needs a character that is not a space (got {s!r})")
+    return s
+
+
+def _given(v: Any, info: ValidationInfo) -> Any:
+    """A file leaves out what it does not know; a null where the schema says string or object is refused (built in
+    code, None is the value not known, and the file is written without the field)."""
+    if v is None and is_read(info):
+        raise ValueError("null is no value here: a file gives one, or leaves the field out")
+    return v
+
+
+def _without_null(schema: dict) -> None:
+    """The JSON Schema of a field that a file never gives as null: its type without the null."""
+    if schema.get("default", "") is None:
+        del schema["default"]
+    kept = [b for b in schema.pop("anyOf", []) if b != {"type": "null"}]
+    if len(kept) == 1:
+        schema.update(kept[0])
+    elif kept:
+        schema["anyOf"] = kept
+
+
+# a workload or unit: a name with something in it besides spaces
+Named = Annotated[Name, AfterValidator(_not_blank), Field(json_schema_extra={"pattern": _NOT_BLANK.pattern})]
+NOT_NULL = Field(json_schema_extra=_without_null)
+# fields a file may leave out but never gives as null
+GivenText = Annotated[Text, BeforeValidator(_given), NOT_NULL]
+GivenTime = Annotated[Time, BeforeValidator(_given), NOT_NULL]
+GivenObj = Annotated[Obj, BeforeValidator(_given), NOT_NULL]
+
+
 # ---- one measurement -------------------------------------------------------------------------------------
 
 def _finite(v: Any) -> Any:
@@ -200,22 +242,25 @@ class Measurement(Record):
         "if": {"properties": {"status": {"const": "ok"}}, "required": ["status"]},
         "then": {"properties": {"value": {"type": "number", "exclusiveMinimum": 0}}, "required": ["value"]}})
 
-    workload: Name
+    workload: Named
     preset: OptName = None
     variant: Annotated[dict[str, Json], BeforeValidator(json_safe)]
     status: Literal[STATUSES]  # before value: the check of value reads it
-    value: Annotated[float | None, Finite] = Field(default=None, validate_default=True)
-    unit: Name
+    # a rate or a time: above 0 when given, whatever the status (checked below, where the status is known)
+    value: Annotated[float | None, Finite, WithJsonSchema({"anyOf": [{"type": "number", "exclusiveMinimum": 0},
+                                                                     {"type": "null"}]})] = Field(
+        default=None, validate_default=True)
+    unit: Named
     higher_is_better: bool = True
-    reason: Reason | None = ""  # one line; "" for ok
+    reason: Annotated[Reason | None, BeforeValidator(_given), NOT_NULL] = ""  # one line; "" for ok
     stats: Stats | None = None
     flops: Annotated[Amount, Finite] = None  # per unit of work the value counts (e.g. per GEMM call), see docs/schema.md
     bytes: Annotated[Amount, Finite] = None
     peak_memory_bytes: Count = None
     energy_j: Annotated[Amount, Finite] = None  # energy per iteration, when a counter was readable
     power_w: Annotated[Amount, Finite] = None  # mean power while measured
-    metrics: Annotated[dict[str, Json] | None, BeforeValidator(_json_object)] = Field(
-        default_factory=dict)  # workload-specific figures (stage split, MFU, estimates…)
+    metrics: Annotated[dict[str, Json] | None, BeforeValidator(_json_object), BeforeValidator(_given), NOT_NULL] = Field(
+        default_factory=dict)  # workload-specific figures (stage split, MFU, estimates…): any JSON, signed too
     duration_s: Annotated[Amount, Finite] = None  # wall time spent measuring this variant
     started_at: Time = None
     runs: Annotated[list[Annotated[float, Field(gt=0)]], Field(max_length=10_000)] | None = None  # per-run values
@@ -225,16 +270,21 @@ class Measurement(Record):
     @classmethod
     def _defaults(cls, data: Any, info: ValidationInfo) -> Any:
         """Built in code a measurement is ok unless it says otherwise (a file must say), and a failure must say why;
-        a failure read without a reason says that none was recorded; no reason is ''."""
+        a failure read without a reason says that none was recorded; no reason is '' (in a file a string, never
+        null: the field refuses it)."""
         if not isinstance(data, dict):
             return data
-        if "status" not in data and not is_read(info):
+        read = is_read(info)
+        if "status" not in data and not read:
             data = {**data, "status": "ok"}
-        if data.get("status", "ok") != "ok" and not data.get("reason"):
-            if not is_read(info):
+        reason = data.get("reason", "")
+        if reason is None and read:
+            return data
+        if data.get("status", "ok") != "ok" and not reason:
+            if not read:
                 raise ValueError(f"status {data.get('status')} needs a reason")
             return {**data, "reason": "no reason recorded"}
-        if data.get("reason", "") is None:
+        if reason is None:
             return {**data, "reason": ""}
         return data
 
@@ -243,6 +293,9 @@ class Measurement(Record):
     def _ok_has_a_value(cls, v: float | None, info: ValidationInfo) -> float | None:
         if info.data.get("status") == "ok" and (v is None or not v > 0):
             raise ValueError("an ok measurement needs a value above 0" + ("" if v is None else f", not {v:g}"))
+        if v is not None and not v > 0:
+            raise ValueError(f"a value is a rate or a time, above 0, not {v:g} (a row that is not ok may have none: "
+                             "null)")
         return v
 
     @model_serializer(mode="wrap")
@@ -292,6 +345,7 @@ def _default_version() -> str:
 # the order of a written file: who, when, what, then the measurements
 FILE_ORDER = ("schema_version", "gapbench_version", "run_id", "started_at", "finished_at", "complete", "suite",
               "label", "options", "host", "device", "measurements", "coverage", "frameworks")
+UNKNOWN_LEFT_OUT = ("gapbench_version", "started_at", "finished_at")  # strings in a file: left out when not known
 
 
 class ResultSet(Record):
@@ -306,13 +360,13 @@ class ResultSet(Record):
     device: document(DeviceIdentity)
     measurements: Annotated[list[Measurement], Field(max_length=MAX_MEASUREMENTS, fail_fast=True)]
     run_id: Annotated[str, StringConstraints(min_length=1, max_length=100)]
-    gapbench_version: Text = None
-    started_at: Time = None
-    finished_at: Time = None
+    gapbench_version: GivenText = None
+    started_at: GivenTime = None
+    finished_at: GivenTime = None
     complete: bool = False
     suite: OptName = None
     label: OptName = None
-    options: Obj = Field(default_factory=dict)  # the run's options (budget, workloads asked for, …)
+    options: GivenObj = Field(default_factory=dict)  # the run's options (budget, workloads asked for, …)
     coverage: document(Coverage | None) = None  # operator coverage audit, see docs/schema.md
     frameworks: document(Annotated[list[FrameworkRow], Field(max_length=MAX_FRAMEWORKS)] | None) = None
 
@@ -336,6 +390,9 @@ class ResultSet(Record):
     @model_serializer(mode="wrap")
     def _in_file_order(self, handler) -> dict:
         d = handler(self)
+        for k in UNKNOWN_LEFT_OUT:
+            if d.get(k) is None:
+                d.pop(k, None)
         return {k: d[k] for k in FILE_ORDER if k in d} | {k: v for k, v in d.items() if k not in FILE_ORDER}
 
     @classmethod

@@ -15,8 +15,9 @@ def json_schema() -> dict:
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": "urn:gapbench:results:1",
             "title": "gapbench results file, schema version 1",
             "description": "Generated from gapbench.results.records; docs/schema.md explains every field. Numbers are "
-                           "finite; an ok measurement has a value above 0; a stats interval has low <= high and "
-                           "min <= max (checks JSON Schema cannot state are made by gapbench as well).",
+                           "finite; a value is above 0 where given and an ok measurement has one; a stats interval "
+                           "has low <= high and min <= max (checks JSON Schema cannot state are made by gapbench as "
+                           "well).",
             **{k: v for k, v in doc.items() if k != "title"}}
 
 
