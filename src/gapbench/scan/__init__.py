@@ -16,7 +16,7 @@ from gapbench.scan.engine import kinds_of, scan_entries
 from gapbench.scan.findings import Finding, Note
 from gapbench.scan.rules import TARGETS, VERDICTS, Rule, RuleSet, load_rules
 from gapbench.scan.scanreport import ScanReport, check_targets
-from gapbench.scan.walker import Skipped, walk
+from gapbench.scan.walker import Skipped, root_status, walk
 
 DEFAULT_MAX_BYTES = 2 * 1024 * 1024
 PARALLEL_FROM = 300   # files; below this a pool costs more than it saves
@@ -35,8 +35,7 @@ def scan(path: str | os.PathLike, targets: Iterable[str] = TARGETS, *, max_bytes
     """
     targets = check_targets(targets)
     root = os.fspath(path)
-    if not os.path.exists(root):
-        raise GapbenchError(f"{root}: no such file or folder")
+    root_status(root)
     if max_bytes <= 0:
         raise GapbenchError("the size limit must be positive")
     ruleset = ruleset or load_rules(list(rules))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import ast
 import fnmatch
 import multiprocessing
+import os
 import re
 import warnings
 from collections.abc import Iterable
@@ -18,6 +19,7 @@ from gapbench.scan.match_cpp import CppRules
 from gapbench.scan.match_notebook import scan_notebook
 from gapbench.scan.match_python import PythonRules, _short
 from gapbench.scan.match_text import CPP_CUDA_HINT, TextRules, is_makefile, mask_hash_comments, mask_make_messages
+from gapbench.scan.reading import Unreadable, open_regular, read_fd
 from gapbench.scan.rules import RuleSet, load_rules
 from gapbench.scan.walker import Entry
 
@@ -81,21 +83,33 @@ class Matcher:
         return res
 
     def _read(self, entry: Entry, res: FileResult) -> str | None:
-        """The file's text, or None with res.skipped saying why it is not scanned."""
+        """The file's text, or None with res.skipped saying why it is not scanned. Only a regular file is read
+        (never through a symlink: the walk saw none there), its head first: a binary file is not read whole."""
         if entry.size > self.max_bytes:
             res.skipped = f"larger than the size limit ({entry.size:,} > {self.max_bytes:,} bytes)"
             return None
         try:
-            with open(entry.path, "rb") as f:
-                data = f.read(self.max_bytes + 1)
+            fd, st = open_regular(entry.path, follow=False)
+        except Unreadable as e:
+            res.skipped = str(e)
+            return None
+        try:
+            if st.st_size > self.max_bytes:
+                res.skipped = f"larger than the size limit ({st.st_size:,} > {self.max_bytes:,} bytes)"
+                return None
+            sniff = min(BINARY_SNIFF, self.max_bytes)
+            head = read_fd(fd, sniff - 1)      # at most `sniff` bytes
+            if b"\x00" in head:
+                res.skipped = "binary (contains NUL bytes)"
+                return None
+            data = head + read_fd(fd, self.max_bytes - len(head)) if len(head) == sniff else head
         except OSError as e:
             res.skipped = f"cannot read: {e.strerror}"
             return None
+        finally:
+            os.close(fd)
         if len(data) > self.max_bytes:
             res.skipped = f"larger than the size limit (> {self.max_bytes:,} bytes)"
-            return None
-        if b"\x00" in data[:BINARY_SNIFF]:
-            res.skipped = "binary (contains NUL bytes)"
             return None
         res.scanned, res.bytes = True, len(data)
         try:
@@ -146,17 +160,20 @@ class Matcher:
 
 def _apply_suppressions(rel: str, text: str, raw) -> tuple[list[Finding], int]:
     lines = None
+    marks: dict[int, re.Match | None] = {}     # a line's suppression comment, searched once however many findings
     out, suppressed, seen = [], 0, set()
+    marked = "gapbench:" in text       # once: searching the text for each finding would be quadratic
     for rule, line, col, shown in raw:
         key = (line, col, rule)
         if key in seen:
             continue
         seen.add(key)
-        if "gapbench:" in text:
+        if marked:
             if lines is None:
                 lines = text.split("\n")   # the same line breaks as the positions
-            src = lines[line - 1] if 0 < line <= len(lines) else ""
-            m = SUPPRESS.search(src)
+            if line not in marks:
+                marks[line] = SUPPRESS.search(lines[line - 1]) if 0 < line <= len(lines) else None
+            m = marks[line]
             if m and (m.group(1) is None or any(fnmatch.fnmatchcase(rule, g.strip())
                                                 for g in m.group(1).split(",") if g.strip())):
                 suppressed += 1

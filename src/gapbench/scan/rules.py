@@ -13,6 +13,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 from gapbench.errors import GapbenchError
+from gapbench.scan.reading import Unreadable, read_regular
 
 TARGETS = ("rocm", "npu", "xpu")
 TARGET_NAMES = {"rocm": "AMD ROCm", "npu": "Huawei Ascend NPU", "xpu": "Intel XPU"}
@@ -29,6 +30,7 @@ TEXT_KINDS = ("deps", "cpp", "build")
 KINDS = PYTHON_KINDS + TEXT_KINDS
 DEFAULT_RULES = Path(__file__).with_name("rules.toml")
 NO_HIP_SUFFIX = "-no-hip"
+MAX_RULES_BYTES = 4 * 2**20    # the packaged rules are about 60 KiB
 
 
 @dataclass(frozen=True)
@@ -149,13 +151,20 @@ def _no_hip_rule(r: Rule) -> Rule:
 
 
 def _read(path: Path) -> dict:
+    """A rules file: a regular file (a FIFO or a device is refused, never read) of at most MAX_RULES_BYTES."""
     try:
-        with open(path, "rb") as f:
-            return tomllib.load(f)
-    except OSError as e:
-        raise GapbenchError(f"{path}: cannot read rules file: {e.strerror}") from None
+        data = read_regular(path, MAX_RULES_BYTES)
+    except Unreadable as e:
+        why = f"{e} for a rules file" if str(e).startswith("larger than") else str(e)
+        raise GapbenchError(f"{path}: cannot read rules file: {why}") from None
+    try:
+        return tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as e:
+        raise GapbenchError(f"{path}: not valid TOML: not UTF-8 (byte {e.start})") from None
     except tomllib.TOMLDecodeError as e:
         raise GapbenchError(f"{path}: not valid TOML: {e}") from None
+    except RecursionError:
+        raise GapbenchError(f"{path}: not valid TOML: arrays or tables nested too deeply") from None
 
 
 def load_rules(extra: list[str | Path] | tuple = ()) -> RuleSet:

@@ -4,16 +4,20 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 from dataclasses import dataclass
 
+from gapbench.errors import GapbenchError
 from gapbench.scan import gitignore
 from gapbench.scan.findings import Note
 from gapbench.scan.gitignore import Ignorer
+from gapbench.scan.reading import Unreadable, read_regular
 
 VCS_DIRS = frozenset({".git", ".hg", ".svn"})
 # Third-party code a repository carries but does not own: skipped (and listed) unless it is the root itself.
 VENDORED_DIRS = {"node_modules": "node_modules (third-party JavaScript)",
                  "site-packages": "site-packages (installed third-party packages)"}
+MAX_GITIGNORE_BYTES = 2**20     # a larger .gitignore is not used (and noted)
 
 
 @dataclass(frozen=True)
@@ -48,12 +52,20 @@ def _symlink_reason(path: str, root: str) -> str:
     return f"symlink to a {what} inside the root (not followed; its real path is scanned)"
 
 
-def _read_small(path: str, limit: int = 1 << 20) -> str:
+def root_status(path: str) -> os.stat_result:
+    """The status of what a scan is given (a symlink followed), else GapbenchError: it must be a folder or a
+    regular file (a FIFO would block, a device never ends)."""
     try:
-        with open(path, "rb") as f:
-            return f.read(limit).decode("utf-8", errors="replace")
-    except OSError:
-        return ""
+        st = os.stat(path)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise GapbenchError(f"{path}: a symlink loop") from None
+        if e.errno in (errno.ENOENT, errno.ENOTDIR):
+            raise GapbenchError(f"{path}: no such file or folder") from None
+        raise GapbenchError(f"{path}: cannot read: {e.strerror}") from None
+    if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
+        raise GapbenchError(f"{path}: not a folder or a regular file (a FIFO, device or socket is not scanned)")
+    return st
 
 
 def walk(root: str, respect_gitignore: bool = True) -> tuple[list[Entry], list[Skipped], list[Note]]:
@@ -63,8 +75,9 @@ def walk(root: str, respect_gitignore: bool = True) -> tuple[list[Entry], list[S
     entries: list[Entry] = []
     skipped: list[Skipped] = []
     notes: list[Note] = []
-    if os.path.isfile(root):
-        return [Entry(os.path.basename(root), root, os.path.getsize(root))], [], []
+    st = root_status(root)
+    if stat.S_ISREG(st.st_mode):
+        return [Entry(os.path.basename(root), root, st.st_size)], [], []
     stack: list[tuple[str, str, Ignorer]] = [(root, "", Ignorer())]
     while stack:
         folder, rel_folder, ignorer = stack.pop()
@@ -89,8 +102,13 @@ def walk(root: str, respect_gitignore: bool = True) -> tuple[list[Entry], list[S
 
 
 def _with_gitignore(ignorer: Ignorer, folder: str, rel_folder: str, notes: list[Note]) -> Ignorer:
-    spec, bad = gitignore.load(_read_small(os.path.join(folder, ".gitignore")))
     rel = f"{rel_folder}/.gitignore" if rel_folder else ".gitignore"
+    try:    # a regular file (not a symlink, FIFO or device planted under that name), of a bounded size
+        data = read_regular(os.path.join(folder, ".gitignore"), MAX_GITIGNORE_BYTES, follow=False)
+    except Unreadable as e:
+        notes.append(Note(rel, f"not used: {e}"))
+        return ignorer
+    spec, bad = gitignore.load(data.decode("utf-8", errors="replace"))
     for b in bad:
         notes.append(Note(rel, f"line {b.line}: pattern {b.pattern!r} skipped ({b.why})"))
     return ignorer.with_spec(rel_folder, spec)
