@@ -11,11 +11,14 @@ from gapbench.scan.rules import Rule, RuleSet
 
 # A C/C++ file counts as GPU code when it includes a CUDA- (or HIP-) stack header or holds device code.
 CPP_CUDA_HINT = re.compile(
-    r'#\s*include\s*[<"][^>"\n]*(?:cuda|cublas|cudnn|cufft|cusparse|curand|nccl|cutlass|cute/|cub/|thrust/|nvrtc'
-    r'|nvml|nvtx|mma\.h|cooperative_groups|hip/|hipblas|hipfft|hipsparse|hiprand|hipcub|rccl|miopen)[^>"\n]*[>"]'
+    r'#\s*include\s*[<"][^>"\n#]*(?:cuda|cublas|cudnn|cufft|cusparse|curand|nccl|cutlass|cute/|cub/|thrust/|nvrtc'
+    r'|nvml|nvtx|mma\.h|cooperative_groups|hip/|hipblas|hipfft|hipsparse|hiprand|hipcub|rccl|miopen)[^>"\n#]*[>"]'
     r'|\b__global__\b|\b__device__\b|<<<')
 # Comments in C/C++ (string literals are matched so that a "//" inside one is left alone; PTX lives there).
-_C_COMMENT_OR_STRING = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\'', re.DOTALL)
+# Linear on any input: an unclosed comment runs to the end of the file and an unclosed string to the end of its
+# line (as the compiler reads them), and a character literal is short, so no match is tried again and again.
+_C_COMMENT_OR_STRING = re.compile(r'//[^\n]*|/\*.*?(?:\*/|\Z)|"(?:\\.|[^"\\\n])*"?|\'(?:\\.|[^\'\\\n]){0,16}\'',
+                                  re.DOTALL)
 _HASH_COMMENT_LINE = re.compile(r"^[ \t]*#(?![ \t]*include)[^\n]*", re.MULTILINE)
 # Messages make prints ($(info ...), $(warning ...), $(error ...)) name tools without using them.
 _MAKE_MESSAGE = re.compile(r"\$\((?:info|warning|error)\s[^\n]*")
