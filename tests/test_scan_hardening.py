@@ -115,17 +115,17 @@ def test_an_output_that_is_an_input_is_refused_before_any_work(tmp_path, capsys)
     rules = write(tmp_path / "mine.toml", "")
     tree = tmp_path / "tree"
     write(tree / "a.py", CUDA_PY)
-    cases = [(["scan", str(cu), "-o", str(cu)], "one of the inputs"),
-             (["scan", str(tree), "-f", "json", "-o", str(tree / "report.json")], "inside the scanned folder"),
+    cases = [(["scan", str(cu), "-o", str(cu)], "is also an input"),
+             (["scan", str(tree), "-f", "json", "-o", str(tree / "report.json")], "is inside"),
              (["scan", str(tree), "-o", str(tmp_path)], "is a folder"),
-             (["scan", str(tree), "--rules", str(rules), "-o", str(rules)], "one of the inputs")]
+             (["scan", str(tree), "--rules", str(rules), "-o", str(rules)], "is also an input")]
     for args, why in cases:
         assert cli(args) == 2, args
         assert why in one_error_line(capsys)
     link = tmp_path / "link.md"
     link.symlink_to(cu)
     assert cli(["scan", str(cu), "-f", "md", "-o", str(link)]) == 2
-    assert "one of the inputs" in one_error_line(capsys)
+    assert "is also an input" in one_error_line(capsys)
     assert cu.read_text() == "__global__ void k() {}\n" and rules.read_text() == ""
     assert sorted(p.name for p in tree.iterdir()) == ["a.py"]
 
@@ -141,10 +141,9 @@ def test_reports_are_written_through_a_temporary_file(tmp_path, capsys):
         os.umask(mask)
     assert json.loads(out.read_text())["stats"]["findings"] == 1
     assert os.listdir(out.parent) == ["r.json"], "no temporary file is left behind"
-    assert stat.S_IMODE(out.stat().st_mode) == 0o644, "permissions as a plain open() gives them"
-    out.chmod(0o600)
+    assert stat.S_IMODE(out.stat().st_mode) == 0o644, "permissions as a new file gets them"
     assert cli(["scan", str(tmp_path / "src"), "-f", "md", "-o", str(out)]) == 0
-    assert stat.S_IMODE(out.stat().st_mode) == 0o600 and out.read_text().startswith("# CUDA lock-in scan")
+    assert out.read_text().startswith("# CUDA lock-in scan") and os.listdir(out.parent) == ["r.json"]
 
 
 # ---------------------------------------------------------------- port: no setuid bits, no collisions

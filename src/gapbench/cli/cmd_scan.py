@@ -6,7 +6,6 @@ import io
 import os
 import re
 import sys
-import tempfile
 
 from gapbench.errors import GapbenchError
 
@@ -23,6 +22,8 @@ def add_arguments(p) -> None:
                    help="table (default), json, md, html or sarif")
     p.add_argument("--json", action="store_true", help="same as --format json")
     p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+    p.add_argument("--force", action="store_true",
+                   help="let --output replace a gapbench results file (never a folder, a device or an input)")
     p.add_argument("--fail-on", choices=("manual", "blocker"), metavar="LEVEL",
                    help="exit 1 when a finding reaches LEVEL (manual or blocker) on a selected target")
     p.add_argument("--max-size", default="2MB", metavar="SIZE",
@@ -47,6 +48,7 @@ def parse_size(text: str) -> int:
 def main(args) -> int:
     from gapbench.report.scan import FORMATS, render
     from gapbench.scan import scan
+    from gapbench.scan.walker import root_status
 
     fmt = "json" if args.json else args.format.lower()
     if fmt == "markdown":
@@ -57,12 +59,11 @@ def main(args) -> int:
         return _list_rules(args, fmt)
     if not args.path:
         raise GapbenchError("scan needs a PATH (or --list-rules)")
-    if not os.path.exists(args.path):
-        raise GapbenchError(f"{args.path}: no such file or folder")
+    root_status(args.path)     # a folder or a regular file, before anything else
     if args.jobs is not None and args.jobs < 1:
         raise GapbenchError("--jobs must be at least 1")
     if args.output:
-        check_output(args.output, [args.path, *args.rules])
+        check_output(args.output, args.path, args.rules, args.force)
     report = scan(args.path, targets=args.target or ("all",), max_bytes=parse_size(args.max_size),
                   respect_gitignore=not args.no_gitignore, jobs=args.jobs, rules=args.rules)
     _emit(render(report, fmt, limit=args.limit), fmt, args.output)
@@ -85,59 +86,29 @@ def _emit(out, fmt: str, output: str | None) -> None:
             return
         out = console.export_text()
     if output:
-        write_atomic(output, out)
+        from gapbench.results import write_text_atomic
+
+        try:
+            write_text_atomic(output, out)
+        except OSError as e:
+            raise GapbenchError(f"--output {output}: cannot write: {e.strerror or e}") from None
         print(f"wrote {output}", file=sys.stderr)
     else:
         sys.stdout.write(out)
 
 
-def check_output(output: str, inputs: list[str]) -> None:
-    """Refuse, before any work, an output that would overwrite what is read: one of the inputs, a file inside a
-    scanned folder, or a folder; and one whose folder does not exist."""
-    real = os.path.realpath(output)
-    if os.path.isdir(real):
-        raise GapbenchError(f"{output}: is a folder (give a file name for the report)")
-    for given in inputs:
-        src = os.path.realpath(given)
-        if real == src:
-            raise GapbenchError(f"{output}: is one of the inputs ({given}); write the report elsewhere")
-        if os.path.isdir(src) and real.startswith(src.rstrip(os.sep) + os.sep):
-            raise GapbenchError(f"{output}: is inside the scanned folder {given}; write the report elsewhere")
+def check_output(output: str, path: str, rules: list[str], force: bool) -> None:
+    """Refuse, before any work, an output that would destroy something: the shared guard (a folder, a device, a
+    FIFO, an input, a results file without --force, ...), a file inside the scanned folder, and a folder that
+    does not exist (a report is not worth a new folder made from a typo)."""
+    from gapbench.results import check_output as guard
+
+    guard(output, inputs=[path, *rules], force=force, flag="--output")
+    real, src = os.path.realpath(output), os.path.realpath(path)
+    if os.path.isdir(src) and real.startswith(src.rstrip(os.sep) + os.sep):
+        raise GapbenchError(f"--output {output}: is inside the scanned folder {path}; write the report elsewhere")
     if not os.path.isdir(os.path.dirname(real)):
-        raise GapbenchError(f"{output}: cannot write: its folder does not exist")
-
-
-def write_atomic(path: str, text: str) -> None:
-    """Write through a unique temporary file in the target folder, then rename it over `path`: a failed write
-    never leaves a truncated report, and a concurrent reader sees the old file or the new one."""
-    folder = os.path.dirname(os.path.abspath(path))
-    try:
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    except OSError as e:
-        raise GapbenchError(f"{path}: cannot write: {e.strerror}") from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, _file_mode(path))
-        os.replace(tmp, path)
-    except BaseException as e:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(e, OSError):
-            raise GapbenchError(f"{path}: cannot write: {e.strerror}") from None
-        raise
-
-
-def _file_mode(path: str) -> int:
-    """The permissions a plain open() would give: an existing file's own, else 0o666 less the umask."""
-    try:
-        return os.stat(path).st_mode & 0o777
-    except OSError:
-        mask = os.umask(0)
-        os.umask(mask)
-        return 0o666 & ~mask
+        raise GapbenchError(f"--output {output}: cannot write: its folder does not exist")
 
 
 def _list_rules(args, fmt: str) -> int:

@@ -7,9 +7,10 @@ manual/blocker findings for ROCm on the translated tree (warp size, inline PTX, 
 
 from __future__ import annotations
 
+import errno
 import os
 import re
-import shutil
+import secrets
 import stat
 from collections import Counter
 from dataclasses import dataclass, field
@@ -19,6 +20,7 @@ from gapbench.scan.cuda_api import dictionary
 from gapbench.scan.engine import BINARY_SNIFF, kinds_of
 from gapbench.scan.findings import Note, shown_path
 from gapbench.scan.match_text import _C_COMMENT_OR_STRING, CPP_CUDA_HINT
+from gapbench.scan.reading import Unreadable, open_regular, read_regular
 from gapbench.scan.scanreport import ScanReport
 from gapbench.scan.walker import Entry, Skipped, walk
 
@@ -27,10 +29,10 @@ PORT_TARGETS = ("rocm",)
 UNMAPPED = re.compile(r"\b(?:cuda[A-Za-z0-9_]*|CUDA[A-Za-z0-9_]*|cu[A-Z][A-Za-z0-9_]*|CU[A-Z][A-Za-z0-9_]*"
                       r"|nv[A-Z][A-Za-z0-9_]*|NV[A-Z][A-Za-z0-9_]*|__nv_\w+|__CUDA\w*|cublas\w*|cudnn\w*"
                       r"|cufft\w*|cusparse\w*|curand\w*|nvrtc\w*|nvtx\w*|nvcuda::\w+|nvml\w*)")
-CUDA_INCLUDE = re.compile(r'#\s*include\s*[<"]([^>"\n]*(?:cuda|cublas|cudnn|cufft|cusparse|curand|nvrtc|nvtx|nvml'
-                          r'|cutlass|cute/|mma\.h)[^>"\n]*)[>"]')
+CUDA_INCLUDE = re.compile(r'#\s*include\s*[<"]([^>"\n#]*(?:cuda|cublas|cudnn|cufft|cusparse|curand|nvrtc|nvtx|nvml'
+                          r'|cutlass|cute/|mma\.h)[^>"\n#]*)[>"]')
 _INCLUDE_LINE = re.compile(r"^[ \t]*#[ \t]*include[^\n]*", re.MULTILINE)
-_INCLUDE = re.compile(r'(#\s*include\s*[<"])([^>"\n]+)([>"])')
+_INCLUDE = re.compile(r'(#\s*include\s*[<"])([^>"\n#]+)([>"])')
 _ATEN_CUDA_PREFIXES = ("ATen/cuda", "ATen/native/cuda", "ATen/native/nested/cuda", "ATen/native/quantized/cuda",
                        "ATen/native/sparse/cuda", "ATen/native/transformers/cuda")
 # PyTorch's ROCm build keeps the at::cuda and c10::cuda namespaces (HIP "masquerading as CUDA").
@@ -161,18 +163,24 @@ def port(src: str | os.PathLike, dst: str | os.PathLike, target: str = "rocm", *
     report = PortReport(input=rsrc, output=rdst, target=target, skipped=skipped, notes=notes)
     plan = [_plan(e, rename, max_bytes, report.notes) for e in entries]
     _check_collisions(plan)          # before anything is written
-    os.makedirs(rdst, exist_ok=True)
     counts: Counter[str] = Counter()
     first: dict[str, str] = {}
-    for item in plan:
-        target_path = os.path.join(rdst, *item.out_rel.split("/"))
-        os.makedirs(os.path.dirname(target_path), exist_ok=True)
-        if item.text is None:
-            _copy_new(item.entry.path, target_path)
-            report.copied += 1
-            continue
-        new = _translate(item, target_path, keep_launch_syntax, report)
-        _collect_unmapped(item.out_rel, new, counts, first)
+    try:
+        with OutputTree(rdst) as out:
+            for item in plan:
+                try:
+                    if item.text is None:
+                        out.copy(item.out_rel, item.entry.path)
+                        report.copied += 1
+                        continue
+                    new = _translate(item, out, keep_launch_syntax, report)
+                except Unreadable as e:     # the input changed since it was listed
+                    report.skipped.append(Skipped(item.entry.rel, f"not copied: {e}"))
+                    continue
+                _collect_unmapped(item.out_rel, new, counts, first)
+    except OSError as e:    # a full disk, a read-only or vanished folder, a file size limit
+        raise GapbenchError(f"{dst}: cannot write the output: {_why(e)} (what was written so far is left there)") \
+            from None
     report.unmapped = [Unmapped(k, n, first[k]) for k, n in sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))]
     if scan_output:
         from gapbench.scan import scan
@@ -185,8 +193,10 @@ def _plan(e: Entry, rename: bool, max_bytes: int, notes: list[Note]) -> _Planned
     kinds = kinds_of(e.rel)
     if not ("cpp" in kinds or "cpp?" in kinds) or e.size > max_bytes:
         return _Planned(e, e.rel)
-    with open(e.path, "rb") as f:
-        data = f.read()
+    try:
+        data = read_regular(e.path, max_bytes, follow=False)
+    except Unreadable:
+        return _Planned(e, e.rel)   # copied, which reads it again just as carefully (and says why not)
     if b"\x00" in data[:BINARY_SNIFF]:
         return _Planned(e, e.rel)
     try:
@@ -201,24 +211,30 @@ def _plan(e: Entry, rename: bool, max_bytes: int, notes: list[Note]) -> _Planned
 
 
 def _check_collisions(plan: list[_Planned]) -> None:
-    """Two inputs must not land on one output name (`--rename` turns a.cu into a.hip next to a.hip)."""
+    """Two inputs must not land on one output name (`--rename` turns a.cu into a.hip next to a.hip), nor a file
+    on the name of a folder another output needs (a.cu into a.hip beside a folder a.hip/)."""
     taken: dict[str, str] = {}
     for item in plan:
         other = taken.setdefault(item.out_rel, item.entry.rel)
         if other != item.entry.rel:
             raise GapbenchError(f"{other} and {item.entry.rel} would both be written to {item.out_rel}: "
                                 "rename one of them (or drop --rename)")
+    for item in plan:
+        parts = item.out_rel.split("/")
+        for i in range(1, len(parts)):
+            folder = "/".join(parts[:i])
+            if folder in taken:
+                raise GapbenchError(f"{taken[folder]} would be written to {folder}, the name of the folder that "
+                                    f"holds {item.entry.rel}: rename one of them (or drop --rename)")
 
 
-def _translate(item: _Planned, target_path: str, keep_launch_syntax: bool, report: PortReport) -> str:
+def _translate(item: _Planned, out: OutputTree, keep_launch_syntax: bool, report: PortReport) -> str:
     e, text = item.entry, item.text
     new, launches, note = hipify_source(text, cuda_file=e.rel.endswith((".cu", ".cuh")),
                                         keep_launch_syntax=keep_launch_syntax)
     if note:
         report.notes.append(Note(e.rel, note))
-    with open(target_path, "x", encoding="utf-8", newline="") as f:     # "x": never over an existing file
-        f.write(new)
-    _copy_permissions(e.path, target_path)
+    out.write(item.out_rel, new.encode("utf-8", "surrogateescape"), _permissions(e.path))
     report.translated.append(PortedFile(e.rel, item.out_rel, new != text, launches))
     if "miopen" in new and "cudnn" in text:
         report.notes.append(Note(item.out_rel, "cuDNN calls were renamed to MIOpen; the APIs differ (descriptors, "
@@ -226,17 +242,120 @@ def _translate(item: _Planned, target_path: str, keep_launch_syntax: bool, repor
     return new
 
 
-def _copy_new(source: str, target: str) -> None:
-    """Copy a file's bytes to a path that must not exist yet, then its permission bits."""
-    with open(source, "rb") as fin, open(target, "xb") as fout:
-        shutil.copyfileobj(fin, fout)
-    _copy_permissions(source, target)
-
-
-def _copy_permissions(source: str, target: str) -> None:
+def _permissions(source: str) -> int:
     """rwx bits only: a setuid/setgid/sticky bit on an input is never carried onto a file port writes (as root
     that would mint a setuid binary)."""
-    os.chmod(target, stat.S_IMODE(os.stat(source).st_mode) & 0o777)
+    try:
+        return stat.S_IMODE(os.stat(source, follow_symlinks=False).st_mode) & 0o777
+    except OSError:
+        return 0o644
+
+
+def _why(e: OSError) -> str:
+    return e.strerror or str(e) or e.__class__.__name__
+
+
+class OutputTree:
+    """The output folder, held open: every folder and file below it is made relative to its descriptor and never
+    through a symlink, so a link planted in it while port runs cannot send a write elsewhere. A file is written
+    to a new temporary name (O_CREAT|O_EXCL|O_NOFOLLOW) and renamed to its own name, which must still be free."""
+
+    _DIR = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    _NEW = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+    def __init__(self, path: str):
+        self.path = path
+        self.root = -1
+        self.chain: list[tuple[str, int]] = []     # the open folders of the last file written, from the root
+
+    def __enter__(self) -> OutputTree:
+        parent = os.path.dirname(self.path)
+        os.makedirs(parent, exist_ok=True)
+        try:
+            os.mkdir(self.path)
+        except FileExistsError:
+            pass
+        try:
+            self.root = os.open(self.path, self._DIR)
+        except OSError as e:
+            raise GapbenchError(f"{self.path}: the output folder is not a folder any more ({_why(e)})") from None
+        if os.listdir(self.root):
+            raise GapbenchError(f"{self.path}: the output folder is not empty any more (something else writes there)")
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for _, fd in self.chain:
+            os.close(fd)
+        self.chain = []
+        if self.root >= 0:
+            os.close(self.root)
+
+    def _folder(self, parts: list[str]) -> int:
+        """A descriptor of the folder parts (relative to the root), made where missing, never through a link."""
+        same = 0
+        while same < min(len(parts), len(self.chain)) and self.chain[same][0] == parts[same]:
+            same += 1
+        for _, fd in self.chain[same:]:
+            os.close(fd)
+        del self.chain[same:]
+        here = self.chain[-1][1] if self.chain else self.root
+        for name in parts[same:]:
+            try:
+                os.mkdir(name, 0o777, dir_fd=here)
+            except FileExistsError:
+                pass
+            try:
+                here = os.open(name, self._DIR, dir_fd=here)
+            except OSError as e:
+                if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                    where = "/".join([*[n for n, _ in self.chain], name])
+                    raise GapbenchError(f"{self.path}: {where} is not the folder port made (a symlink or a file "
+                                        "appeared there while port ran); nothing is written through it") from None
+                raise
+            self.chain.append((name, here))
+        return here
+
+    def _new(self, rel: str, mode: int, fill) -> None:
+        *folders, name = rel.split("/")
+        here = self._folder(folders)
+        tmp = f".{name}.{secrets.token_hex(6)}.tmp"
+        fd = os.open(tmp, self._NEW, 0o600, dir_fd=here)
+        try:
+            fill(fd)
+            os.fchmod(fd, mode)
+        except BaseException:
+            os.close(fd)
+            os.unlink(tmp, dir_fd=here)
+            raise
+        os.close(fd)
+        try:
+            os.stat(name, dir_fd=here, follow_symlinks=False)
+        except FileNotFoundError:
+            os.rename(tmp, name, src_dir_fd=here, dst_dir_fd=here)
+            return
+        os.unlink(tmp, dir_fd=here)
+        raise GapbenchError(f"{self.path}: {rel} appeared while port ran (something else writes to the output folder)")
+
+    def write(self, rel: str, data: bytes, mode: int) -> None:
+        """A new file rel (relative to the root, '/' separators) holding data, with permission bits mode."""
+        def fill(fd: int) -> None:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        self._new(rel, mode, fill)
+
+    def copy(self, rel: str, source: str) -> None:
+        """A new file rel with the bytes of the regular file source (never read through a symlink)."""
+        src, st = open_regular(source, follow=False)
+        try:
+            def fill(fd: int) -> None:
+                while chunk := os.read(src, 1 << 20):
+                    view = memoryview(chunk)
+                    while view:
+                        view = view[os.write(fd, view):]
+            self._new(rel, stat.S_IMODE(st.st_mode) & 0o777, fill)
+        finally:
+            os.close(src)
 
 
 def _collect_unmapped(rel: str, text: str, counts: Counter, first: dict[str, str]) -> None:
