@@ -304,6 +304,8 @@ class Reference:
     note: str = ""
     interactivity: float | None = None  # tokens/s per user: a point of a throughput-interactivity curve
     collection: str = ""  # a published table of its own (compare --ref PLATFORM@COLLECTION); "" for the default
+    measured: bool = True  # False: the figure is itself a claim (a published table's row), not a measurement
+    run_by: str = ""  # "vendor" (the chip vendor's lab), "cloud" (a provider selling the part), "independent", ""
 
     @property
     def name(self) -> str:
@@ -339,6 +341,7 @@ def load_references() -> list[Reference]:
                                  value=float(r["value"]), unit=r["unit"],
                                  higher_is_better=bool(r.get("higher_is_better", True)), source=r["source"],
                                  date=str(r["date"]), note=r.get("note", ""), collection=str(r.get("collection", "")),
+                                 measured=bool(r.get("measured", True)), run_by=str(r.get("run_by", "")),
                                  interactivity=float(r["interactivity"]) if "interactivity" in r else None))
         except (KeyError, TypeError, ValueError) as e:
             raise GapbenchError(f"references.toml: reference[{i}]: bad or missing field ({e})") from None
