@@ -104,18 +104,8 @@ def run_suite(plan: RunPlan | None = None, *, output: str | None = None, resume:
     passes: dict[tuple[int, str], Measurement] = dict(done)
     try:
         identity = _run_entries(plan, passes, journal, set(done), reporter) or header.get("device")
-    except KeyboardInterrupt as e:
-        for s in STOP_SIGNALS:  # what finished is written whatever else arrives now
-            signal.signal(s, signal.SIG_IGN)
-        why = _save_partial(rs, passes, header.get("device") or plan.resolved.identity(), output)
-        kept = f"{why}; finished results are kept in the journal {journal.path}" if why else None
-        raise Interrupted(output, getattr(e, "signum", signal.SIGINT), kept=kept) from None
-    except OutputError as e:  # the journal could not be written (a full disk): keep what finished in the file
-        why = _save_partial(rs, passes, header.get("device") or plan.resolved.identity(), output)
-        where = (f"the measurements finished before are in the journal, {output} could not be written either"
-                 if why else f"the {len(rs.measurements)} measurement(s) finished are kept in {output}")
-        raise GapbenchError(f"{e}; {where}; once there is room, continue with: gapbench run --resume {output}") \
-            from None
+    except (KeyboardInterrupt, OutputError) as e:
+        _stopped(e, rs, passes, header.get("device") or plan.resolved.identity(), output, journal)
     rs.measurements = _by_variant(passes)
     rs.device = identity or plan.resolved.identity()
     if plan.suite == "parity" or plan.options.get("frameworks"):
@@ -144,6 +134,21 @@ def _resumed(resume: str, files: list[str], host: dict, force: bool,
         reporter.note(warning)
     reporter.note(f"resuming {resume}: {len(done)} measurement(s) already done")
     return header, plan, done
+
+
+def _stopped(e: BaseException, rs: ResultSet, passes: dict, device: dict, output: str, journal: Journal) -> None:
+    """A run stopped early — by a signal (a KeyboardInterrupt), or because its journal could not be written (a
+    full disk) — writes what finished to its partial results file and raises what to tell the user."""
+    if isinstance(e, KeyboardInterrupt):
+        for s in STOP_SIGNALS:  # what finished is written whatever else arrives now
+            signal.signal(s, signal.SIG_IGN)
+    why = _save_partial(rs, passes, device, output)
+    if isinstance(e, KeyboardInterrupt):
+        kept = f"{why}; finished results are kept in the journal {journal.path}" if why else None
+        raise Interrupted(output, getattr(e, "signum", signal.SIGINT), kept=kept) from None
+    where = (f"the measurements finished before are in the journal, {output} could not be written either"
+             if why else f"the {len(rs.measurements)} measurement(s) finished are kept in {output}")
+    raise GapbenchError(f"{e}; {where}; once there is room, continue with: gapbench run --resume {output}") from None
 
 
 def _save_partial(rs: ResultSet, passes: dict, device: dict, output: str) -> OutputError | None:
