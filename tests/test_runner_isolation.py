@@ -64,7 +64,8 @@ def test_resume_after_kill_minus_9_redoes_nothing_finished(tmp_path):
     finished = [json.loads(ln)["measurement"] for ln in journal.read_text().splitlines()
                 if '"event": "measurement"' in ln]
 
-    r = gapbench("run", "--resume", out, "--no-history", env={"FAULTY_LOG": str(log)}, timeout=180)
+    r = gapbench("run", "--resume", out, "--workload-file", FIXTURES / "faulty_workloads.py", "--no-history",
+                 env={"FAULTY_LOG": str(log)}, timeout=180)
     assert r.returncode == 0, r.stderr
     rs = load(out)
     assert rs.complete and len(rs.measurements) == 6
