@@ -8,8 +8,9 @@ The Python API (lazily imported so that `import gapbench` stays cheap):
     scan(...)      -> ScanReport       gapbench.scan.scan
     coverage(...)  -> ResultSet        gapbench.coverage.audit (its .coverage section filled)
     assess(...)    -> Assessment       gapbench.assess.assess (code, operators and speed on a target stack)
+    claims(path)   -> ClaimReport      gapbench.claims.claims (a published benchmark table, checked)
 
-Six of these names are also packages (gapbench.run, gapbench.compare, …). Python binds a package to its
+Seven of these names are also packages (gapbench.run, gapbench.compare, …). Python binds a package to its
 parent's attribute when it is imported, which would hide the function; this module keeps both faces in one
 place: such a package, once imported, is callable and calls its API function.
 """
@@ -32,6 +33,7 @@ _API = {
     "coverage": "gapbench.coverage:audit",
     "trace_ops": "gapbench.coverage.trace:trace_ops",
     "assess": "gapbench.assess:assess",
+    "claims": "gapbench.claims:claims",
 }
 
 __all__ = ["__version__", *_API]

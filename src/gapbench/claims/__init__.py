@@ -24,7 +24,7 @@ def _worst(levels) -> str:
 
 def _row(label: str, cells: list[str], gap_text: str, platforms: list[Platform], measured) -> RowVerdict:
     row = match_row(label)
-    numbers = [judged_number(p, c, row) for p, c in zip(platforms, cells)]
+    numbers = [judged_number(p, c, row) for p, c in zip(platforms, cells, strict=True)]
     rv = RowVerdict(label=label, workload=row.workload if row else "", variant=dict(row.variant) if row else {},
                     numbers=numbers, gap=gap_check(gap_text, numbers, platforms))
     levels = [n.severity for n in numbers]

@@ -1,0 +1,155 @@
+"""A claims check in words: the whole table's verdict first, then one table of every number's verdict, and per
+row its evidence with sources — for the terminal (rich renderables), Markdown, JSON and one self-contained HTML
+page. Every string from the checked table goes through the kit's Table or its escapes."""
+
+from __future__ import annotations
+
+from html import escape
+
+from gapbench import __version__
+from gapbench.claims.records import ClaimReport, RowVerdict
+from gapbench.report.kit import Table, fmt_pct, html_table, md_cell, one_line
+from gapbench.text import json_printable
+
+FORMATS = ("table", "md", "json", "html")
+VERDICT_WORDS = {"datasheet": "datasheet figure", "above_peak": "above one device's peak",
+                 "above_bound": "above the plausible share of the peak", "unit_mismatch": "unit does not fit the row",
+                 "within_measured": "within published measurements", "above_measured": "above published measurements",
+                 "below_measured": "below published measurements", "plausible": "plausible (no measured reference)",
+                 "no_reference": "no reference known", "unreadable": "unreadable", "no_platform": "platform unknown",
+                 "no_row": "workload unknown"}
+GAP_WORDS = {"agrees": "agrees with the values", "sign_reversed": "sign reversed",
+             "other_baseline": "computed against the other platform", "disagrees": "does not follow from the values",
+             "not_stated": "not stated", "no_values": "no two values to check it against"}
+STYLE = {"implausible": "worse", "unlike": "unknown", "note": "noise", "ok": "better", "unknown": "noise"}
+
+
+def verdict_line(r: ClaimReport) -> str:
+    return f"{r.title or r.file}: {r.summary}"
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None else fmt_pct(x)
+
+
+def overview(r: ClaimReport) -> Table:
+    heads = ["row", *[p.header for p in r.platforms], "stated gap", "gap from the values", "row verdict"]
+    rows, styles = [], []
+    for row in r.rows:
+        cells = [f"{n.text} — {VERDICT_WORDS.get(n.verdict, n.verdict)}" for n in row.numbers]
+        cells += [""] * (len(r.platforms) - len(cells))
+        rows.append([row.label, *cells, row.gap.stated_text or "—",
+                     f"{_pct(row.gap.computed_pct)} ({GAP_WORDS.get(row.gap.verdict, row.gap.verdict)})",
+                     row.verdict])
+        styles.append([""] + [STYLE.get(n.severity, "") for n in row.numbers] + [""] * (
+            len(r.platforms) - len(row.numbers)) + ["", "", STYLE.get(row.verdict, "")])
+    return Table(heads, rows, text_columns=len(heads), title="every number and row", styles=styles)
+
+
+def _row_blocks(r: ClaimReport, row: RowVerdict) -> list:
+    out: list = []
+    what = f"{row.workload} {row.variant}" if row.workload else "no gapbench workload"
+    out.append(f"Matched to: {what}.")
+    ev_rows = []
+    for n in row.numbers:
+        for e in n.evidence:
+            src = "; ".join(x for x in (e.source, e.date, f"run by {e.run_by}" if e.run_by else "") if x)
+            ev_rows.append([n.platform, one_line(e.text, 400), one_line(src, 300) or "—"])
+    if ev_rows:
+        out.append(Table(["platform", "evidence", "source"], ev_rows, text_columns=3, title="evidence"))
+    g = row.gap
+    if g.verdict not in ("not_stated",) or g.computed_pct is not None:
+        out.append(f"Stated gap {g.stated_text or '—'}: the values give {_pct(g.computed_pct)} — "
+                   f"{GAP_WORDS.get(g.verdict, g.verdict)} ({g.convention})"
+                   + (f"; the text {g.direction}" if g.direction else "") + ".")
+    out += [f"Like for unlike: {u}." for u in row.unlike]
+    if row.like_for_like:
+        lf = [[_variant(x.variant), _pct(x.pct), f"{x.value:,g} against {x.baseline_value:,g} {x.unit}",
+               "yes" if x.same_source else "no", one_line(x.source, 160), one_line(x.baseline_source, 160)]
+              for x in row.like_for_like]
+        out.append(Table(["variant", "gap", "values", "one source", "first platform's source",
+                          "second platform's source"], lf, text_columns=6,
+                         title="like-for-like gaps from measured references (same convention)"))
+    elif row.workload and len(row.numbers) >= 2:
+        out.append("Like for like: gapbench knows no measured reference of this row on both platforms.")
+    for m in row.measured:
+        vals = " against ".join("—" if v is None else f"{v:,.4g}" for v in m.values)
+        out.append(f"Your measurement ({m.workload} {_variant(m.variant)}): {vals} {m.unit}, gap {_pct(m.pct)}"
+                   + (f" [{_pct(m.lo)}, {_pct(m.hi)}] ({m.basis})" if m.lo is not None else "")
+                   + (f"; {m.note}" if m.note else "") + ".")
+    out += [f"{x}." for x in row.notes]
+    return out
+
+
+def _variant(v: dict) -> str:
+    return ", ".join(f"{k}={x}" for k, x in v.items()) or "any"
+
+
+def _bounds(r: ClaimReport) -> str:
+    b = r.bounds
+    return (f"Bounds (docs/claims.md): a datasheet figure is within {b.get('datasheet_tolerance', 0):.0%} of a peak; "
+            f"a model figure is plausible per device at ≤ {b.get('mfu_bound', 0):.0%} of its dense peak; within "
+            f"published measurements means inside their range widened by {b.get('measured_tolerance', 0):.0%}; a "
+            f"stated gap agrees within {b.get('gap_tolerance_pp', 0):g} points. Published measurements are others', "
+            "not gapbench's; vendor-run and cloud-run figures are marked.")
+
+
+def sections(r: ClaimReport) -> list[tuple[str, list]]:
+    secs: list[tuple[str, list]] = [("Verdicts", [overview(r), _bounds(r)])]
+    for row in r.rows:
+        secs.append((f"{row.label} — {row.verdict}", _row_blocks(r, row)))
+    if r.unmatched:
+        secs.append(("Not matched (not judged, never guessed)", [f"- {u}" for u in r.unmatched]))
+    return secs
+
+
+def render_terminal(r: ClaimReport) -> list:
+    from gapbench.report.kit import rich_table, rich_text
+
+    out: list = [rich_text(verdict_line(r), style="bold")]
+    for title, blocks in sections(r):
+        out += [rich_text(""), rich_text(title, style="bold underline")]
+        out += [rich_table(b) if isinstance(b, Table) else rich_text(b) for b in blocks]
+    return out
+
+
+def render_markdown(r: ClaimReport) -> str:
+    from gapbench.report.kit import md_table
+
+    lines = [f"**{md_cell(verdict_line(r))}**", ""]
+    for title, blocks in sections(r):
+        lines += [f"### {md_cell(title)}", ""]
+        for b in blocks:
+            lines += (md_table(b) if isinstance(b, Table) else [md_cell(b)]) + [""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def render_json(r: ClaimReport) -> str:
+    from gapbench.results import json_text
+
+    return json_printable(json_text({"verdict_line": verdict_line(r), **r.model_dump(mode="json")})) + "\n"
+
+
+CSP = "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
+CSS = """body{font:14px/1.45 system-ui,sans-serif;margin:24px auto;max-width:1300px;padding:0 16px;color:#222}
+h1{font-size:19px}h2{font-size:16px;margin:22px 0 6px;border-bottom:1px solid #ddd}table{border-collapse:collapse;
+font-size:13px;margin:6px 0}th,td{border:1px solid #ddd;padding:3px 7px;vertical-align:top}th{background:#f4f4f4;
+text-align:left}.worse{color:#a4161a;font-weight:600}.unknown{color:#8a5a00}.better{color:#17692b}.noise{color:#777}"""
+
+
+def render_html(r: ClaimReport) -> str:
+    parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+             f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
+             f"<title>{escape('gapbench claims: ' + (r.title or r.file))}</title><style>{CSS}</style></head><body>",
+             f"<h1>{escape(verdict_line(r))}</h1>", f"<p>gapbench {escape(__version__)} claims · {escape(r.file)}</p>"]
+    for title, blocks in sections(r):
+        parts.append(f"<h2>{escape(title)}</h2>")
+        for b in blocks:
+            parts.append(html_table(b) if isinstance(b, Table) else f"<p>{escape(b)}</p>")
+    parts.append("</body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def render(r: ClaimReport, fmt: str):
+    """`fmt`: 'table' gives rich renderables, the others text."""
+    return {"table": render_terminal, "md": render_markdown, "json": render_json, "html": render_html}[fmt](r)
