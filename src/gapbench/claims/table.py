@@ -64,6 +64,7 @@ def _markdown(text: str, path: str) -> tuple[list[str], list[list[str]], str]:
             title = tokens[i + 1].content.strip()
         elif t.type == "table_open":
             in_table = True
+            _check_cells(text.splitlines()[t.map[0]:t.map[1]], path, t.map[0])
         elif t.type == "table_close":
             done = True
         elif in_table and t.type == "tr_open":
@@ -75,6 +76,19 @@ def _markdown(text: str, path: str) -> tuple[list[str], list[list[str]], str]:
     if not rows:
         raise GapbenchError(f"{path}: no Markdown table found (a header row, a |---| line, then rows)")
     return rows[0], rows[1:], title
+
+
+def _check_cells(lines: list[str], path: str, first: int) -> None:
+    """A row with more or fewer cells than the header is an error (GFM would silently drop or pad them)."""
+    def count(line: str) -> int:
+        inner = line.strip()
+        inner = inner[1:] if inner.startswith("|") else inner
+        inner = inner[:-1] if inner.endswith("|") and not inner.endswith("\\|") else inner
+        return len(re.split(r"(?<!\\)\|", inner))
+    width = count(lines[0])
+    for i, line in enumerate(lines[2:], start=first + 3):
+        if line.strip() and count(line) != width:
+            raise GapbenchError(f"{path}: line {i} has {count(line)} cells, the header {width}")
 
 
 def _plain(cell: str) -> str:

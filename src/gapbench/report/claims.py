@@ -9,7 +9,7 @@ from html import escape
 from gapbench import __version__
 from gapbench.claims.records import ClaimReport, RowVerdict
 from gapbench.report.kit import Table, fmt_pct, html_table, md_cell, one_line
-from gapbench.text import json_printable
+from gapbench.text import json_printable, printable
 
 FORMATS = ("table", "md", "json", "html")
 VERDICT_WORDS = {"datasheet": "datasheet figure", "above_peak": "above one device's peak",
@@ -46,37 +46,52 @@ def overview(r: ClaimReport) -> Table:
     return Table(heads, rows, text_columns=len(heads), title="every number and row", styles=styles)
 
 
-def _row_blocks(r: ClaimReport, row: RowVerdict) -> list:
-    out: list = []
-    what = f"{row.workload} {row.variant}" if row.workload else "no gapbench workload"
-    out.append(f"Matched to: {what}.")
-    ev_rows = []
+def _evidence_table(row: RowVerdict) -> Table | None:
+    rows = []
     for n in row.numbers:
         for e in n.evidence:
             src = "; ".join(x for x in (e.source, e.date, f"run by {e.run_by}" if e.run_by else "") if x)
-            ev_rows.append([n.platform, one_line(e.text, 400), one_line(src, 300) or "—"])
-    if ev_rows:
-        out.append(Table(["platform", "evidence", "source"], ev_rows, text_columns=3, title="evidence"))
+            rows.append([n.platform, one_line(e.text, 400), one_line(src, 300) or "—"])
+    return Table(["platform", "evidence", "source"], rows, text_columns=3, title="evidence") if rows else None
+
+
+def _gap_text(row: RowVerdict) -> str:
     g = row.gap
-    if g.verdict not in ("not_stated",) or g.computed_pct is not None:
-        out.append(f"Stated gap {g.stated_text or '—'}: the values give {_pct(g.computed_pct)} — "
-                   f"{GAP_WORDS.get(g.verdict, g.verdict)} ({g.convention})"
-                   + (f"; the text {g.direction}" if g.direction else "") + ".")
-    out += [f"Like for unlike: {u}." for u in row.unlike]
+    return (f"Stated gap {g.stated_text or '—'}: the values give {_pct(g.computed_pct)} — "
+            f"{GAP_WORDS.get(g.verdict, g.verdict)} ({g.convention})"
+            + (f"; the text {g.direction}" if g.direction else "") + ".")
+
+
+def _like_for_like(row: RowVerdict) -> list:
     if row.like_for_like:
         lf = [[_variant(x.variant), _pct(x.pct), f"{x.value:,g} against {x.baseline_value:,g} {x.unit}",
                "yes" if x.same_source else "no", one_line(x.source, 160), one_line(x.baseline_source, 160)]
               for x in row.like_for_like]
-        out.append(Table(["variant", "gap", "values", "one source", "first platform's source",
-                          "second platform's source"], lf, text_columns=6,
-                         title="like-for-like gaps from measured references (same convention)"))
-    elif row.workload and len(row.numbers) >= 2:
-        out.append("Like for like: gapbench knows no measured reference of this row on both platforms.")
-    for m in row.measured:
-        vals = " against ".join("—" if v is None else f"{v:,.4g}" for v in m.values)
-        out.append(f"Your measurement ({m.workload} {_variant(m.variant)}): {vals} {m.unit}, gap {_pct(m.pct)}"
-                   + (f" [{_pct(m.lo)}, {_pct(m.hi)}] ({m.basis})" if m.lo is not None else "")
-                   + (f"; {m.note}" if m.note else "") + ".")
+        return [Table(["variant", "gap", "values", "one source", "first platform's source",
+                       "second platform's source"], lf, text_columns=6,
+                      title="like-for-like gaps from measured references (same convention)")]
+    if row.workload and len(row.numbers) >= 2:
+        return ["Like for like: gapbench knows no measured reference of this row on both platforms."]
+    return []
+
+
+def _measured_text(m) -> str:
+    vals = " against ".join("—" if v is None else f"{v:,.4g}" for v in m.values)
+    return (f"Your measurement ({m.workload} {_variant(m.variant)}): {vals} {m.unit}, gap {_pct(m.pct)}"
+            + (f" [{_pct(m.lo)}, {_pct(m.hi)}] ({m.basis})" if m.lo is not None else "")
+            + (f"; {m.note}" if m.note else "") + ".")
+
+
+def _row_blocks(r: ClaimReport, row: RowVerdict) -> list:
+    what = f"{row.workload} {_variant(row.variant)}" if row.workload else "no gapbench workload"
+    out: list = [f"Matched to: {what}."]
+    ev = _evidence_table(row)
+    out += [ev] if ev else []
+    if row.gap.verdict != "not_stated" or row.gap.computed_pct is not None:
+        out.append(_gap_text(row))
+    out += [f"Like for unlike: {u}." for u in row.unlike]
+    out += _like_for_like(row)
+    out += [_measured_text(m) for m in row.measured]
     out += [f"{x}." for x in row.notes]
     return out
 
@@ -140,14 +155,21 @@ text-align:left}.worse{color:#a4161a;font-weight:600}.unknown{color:#8a5a00}.bet
 def render_html(r: ClaimReport) -> str:
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
-             f"<title>{escape('gapbench claims: ' + (r.title or r.file))}</title><style>{CSS}</style></head><body>",
-             f"<h1>{escape(verdict_line(r))}</h1>", f"<p>gapbench {escape(__version__)} claims · {escape(r.file)}</p>"]
+             f"<title>{escape(printable('gapbench claims: ' + (r.title or r.file)))}</title><style>{CSS}</style></head><body>",
+             f"<h1>{escape(printable(verdict_line(r)))}</h1>",
+             f"<p>gapbench {escape(__version__)} claims · {escape(printable(r.file))}</p>"]
     for title, blocks in sections(r):
-        parts.append(f"<h2>{escape(title)}</h2>")
+        parts.append(f"<h2>{escape(printable(title))}</h2>")
         for b in blocks:
-            parts.append(html_table(b) if isinstance(b, Table) else f"<p>{escape(b)}</p>")
+            parts.append(html_table(_shown(b)) if isinstance(b, Table) else f"<p>{escape(printable(b))}</p>")
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+def _shown(t: Table) -> Table:
+    """The table with every control character in its strings written as an escape (HTML escaping alone keeps them)."""
+    return Table([printable(h) for h in t.headers], [[printable(c) for c in row] for row in t.rows], t.text_columns,
+                 printable(t.title), t.styles, t.notes, t.numeric)
 
 
 def render(r: ClaimReport, fmt: str):
