@@ -17,7 +17,7 @@ from gapbench import __version__
 from gapbench.errors import GapbenchError
 
 VERBS = ("run", "list", "env", "compare", "report", "specs", "history", "coverage", "ops", "scan", "port",
-         "frameworks", "assess")
+         "frameworks", "assess", "claims")
 
 
 class _Parser(argparse.ArgumentParser):
