@@ -24,6 +24,8 @@ from gapbench.compare.model import (
     Row,
     Takeaway,
 )
+from gapbench.compare.numerics import WORKLOAD as NUMERICS
+from gapbench.compare.numerics import numerics_side
 from gapbench.compare.rates import (
     arithmetic_intensity,
     byte_rate,
@@ -341,6 +343,7 @@ def compare(result_sets, baseline=None, labels: list[str] | None = None, refs: l
     warnings += _input_warnings(sets, names)
     platforms = _platforms(all_sets, names, prices or {})
     rows = _rows(platforms, base_i, *_line_up(all_sets), history=history, allow_flagged=allow_flagged)
+    rows = [r for r in rows if r.workload != NUMERICS]  # compared layer by layer instead (comp.numerics)
     if len(all_sets) > 1 and rows and not any(g.pct is not None for r in rows for g in r.gaps.values()):
         warnings.append("no row has a number on both sides: the inputs share no successfully measured "
                         "workload variant, so there is no gap to show")
@@ -351,6 +354,7 @@ def compare(result_sets, baseline=None, labels: list[str] | None = None, refs: l
     comp.datasheet_figures = _datasheet_figures(platforms)
     comp.frontiers = frontiers_side(platforms, base_i, interactivity)
     comp.library_ratios = library_ratios(platforms)
+    comp.numerics = numerics_side(platforms, base_i)
     return comp
 
 

@@ -16,7 +16,10 @@ What it emulates, each from something real on this machine:
 - a GEMM tuner that behaves as TunableOp does: a shape without a result in its file is tuned on its first call
   (each candidate formulation of the product timed for up to 30 ms or 100 calls, the fastest kept) and the
   file rewritten; no Triton, no torch.compile code generator, no BLAS library choice, no host libraries;
-- GAPBENCH_TEST_ACCELERATOR_COUNT devices (default 2), one per rank of a two-rank group, over gloo.
+- GAPBENCH_TEST_ACCELERATOR_COUNT devices (default 2), one per rank of a two-rank group, over gloo;
+- a planted numerical fault: GAPBENCH_TEST_ACCELERATOR_PERTURB=OP:REL (e.g. `silu:1e-3`) multiplies every output
+  of the ATen operator OP by 1 + REL, in every floating type but float64 (so a float64 reference computed in the
+  same process stays exact), for a test that a numerics comparison names the operator's layer.
 """
 
 from __future__ import annotations
@@ -62,6 +65,15 @@ class _ModelledEnergy(EnergyCounter):
         return time.process_time() * WATTS_PER_BUSY_CORE
 
 
+def _perturbation() -> tuple[str, float] | None:
+    """(operator name, relative change) from GAPBENCH_TEST_ACCELERATOR_PERTURB=OP:REL; None when unset or bad."""
+    op, _, rel = os.environ.get("GAPBENCH_TEST_ACCELERATOR_PERTURB", "").partition(":")
+    try:
+        return (op, float(rel)) if op else None
+    except ValueError:
+        return None
+
+
 def _accounting_mode(capacity: int):
     """A TorchDispatchMode that counts live storage bytes, with a peak and a capacity."""
     import torch
@@ -76,6 +88,7 @@ def _accounting_mode(capacity: int):
             self.live: dict[int, tuple[StorageWeakRef, int]] = {}
             self.in_use = 0
             self.peak = 0
+            self.perturb = _perturbation()
 
         def sweep(self) -> None:
             for key, (ref, nbytes) in list(self.live.items()):
@@ -85,6 +98,8 @@ def _accounting_mode(capacity: int):
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             out = func(*args, **(kwargs or {}))
+            if self.perturb is not None and func.overloadpacket.__name__ == self.perturb[0]:
+                out = _perturbed(out, self.perturb[1])
             grew = False
             for t in tree_flatten(out)[0]:
                 if not isinstance(t, torch.Tensor) or t.device.type != "cpu":
@@ -115,6 +130,14 @@ def _accounting_mode(capacity: int):
             return out
 
     return Accounting()
+
+
+def _perturbed(out, rel: float):
+    import torch
+
+    if isinstance(out, torch.Tensor) and out.is_floating_point() and out.dtype != torch.float64:
+        return out * (1.0 + rel)
+    return out
 
 
 TUNING_MAX_MS = 30.0  # per candidate, as TunableOp's default PYTORCH_TUNABLEOP_MAX_TUNING_DURATION_MS

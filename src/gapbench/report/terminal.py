@@ -7,7 +7,7 @@ import io
 from rich.console import Console, Group
 
 from gapbench.compare import Comparison
-from gapbench.report import ratios, tables
+from gapbench.report import numerics, ratios, tables
 from gapbench.report.kit import (
     coverage_table,
     frameworks_table,
@@ -35,6 +35,7 @@ def terminal_renderables(comp: Comparison) -> list:
         out.append(rich_table(ft))
     out += [rich_text(line) for line in frontier_lines(comp)]
     out += ratios.terminal_renderables(comp)
+    out += numerics.terminal_renderables(comp)
     note = tables.efficiency_note(comp)
     if note:
         out.append(rich_text(note, style="dim"))

@@ -29,6 +29,7 @@ BUILTIN: dict[str, str] = {
     "sparse": "gapbench.workloads.probes.sparse:Sparse",
     "dynamic-shapes": "gapbench.workloads.probes.dynamic_shapes:DynamicShapes",
     "amp-train": "gapbench.workloads.probes.amp_train:AmpTrain",
+    "numerics": "gapbench.workloads.probes.numerics:Numerics",
     "llm-infer": "gapbench.workloads.inference.llm_infer:LlmInfer",
     "elementwise": "gapbench.workloads.micro.elementwise:Elementwise",
     "gemm-libs": "gapbench.workloads.libs.gemm_libs:GemmLibs",
