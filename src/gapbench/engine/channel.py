@@ -3,7 +3,8 @@
 The parent makes a FIFO and passes its path in GAPBENCH_EVENTS; the child (or, under a launcher, its
 ranks) opens it and writes. Each line is written with one system call, so lines of different writers do
 not interleave below PIPE_BUF. A line that is not a JSON object is delivered as a `malformed` event: a
-misbehaving child is a failure of that child, never of the parent.
+misbehaving child is a failure of that child, never of the parent. What an object says is checked by its reader
+(the worker's events: engine.events).
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ from __future__ import annotations
 import json
 import os
 
+from pydantic_core import from_json
+
 EVENTS_ENV = "GAPBENCH_EVENTS"
-MAX_LINE = 64 * 2**20  # a line longer than this is cut off and reported malformed
+MAX_LINE = 16 * 2**20  # a line longer than this is cut off and reported malformed (a real one is kilobytes)
 
 
 class EventWriter:
@@ -40,21 +43,31 @@ class EventWriter:
 def split_events(buf: bytes) -> tuple[list[dict], bytes]:
     """The complete lines in buf as events, and the unfinished rest."""
     events = []
-    while b"\n" in buf:
-        line, buf = buf.split(b"\n", 1)
-        if line.strip():
+    start = 0
+    while (end := buf.find(b"\n", start)) >= 0:
+        line, start = buf[start:end], end + 1
+        if len(line) > MAX_LINE:
+            events.append(_too_long(line))
+        elif line.strip():
             events.append(parse_line(line))
-    if len(buf) > MAX_LINE:
-        events.append({"event": "malformed", "text": buf[:200].decode("utf-8", "replace"),
-                       "why": f"an event line longer than {MAX_LINE} bytes"})
-        buf = b""
-    return events, buf
+    rest = buf[start:]
+    if len(rest) > MAX_LINE:
+        events.append(_too_long(rest))
+        rest = b""
+    return events, rest
+
+
+def _too_long(line: bytes) -> dict:
+    return {"event": "malformed", "text": line[:200].decode("utf-8", "replace"),
+            "why": f"an event line longer than {MAX_LINE} bytes"}
 
 
 def parse_line(line: bytes) -> dict:
+    """One line as an event: strict JSON (no NaN or Infinity, no lone surrogates, nested at most 200 deep, the
+    same reader as a results file's) holding an object with an 'event' name; else a `malformed` event."""
     try:
-        obj = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        obj = from_json(line, allow_inf_nan=False)
+    except ValueError as e:
         return {"event": "malformed", "text": line[:200].decode("utf-8", "replace"), "why": str(e)[:120]}
     if not isinstance(obj, dict) or not isinstance(obj.get("event"), str):
         return {"event": "malformed", "text": line[:200].decode("utf-8", "replace"),
