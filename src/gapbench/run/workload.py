@@ -11,12 +11,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from gapbench.engine import failures
+from gapbench.engine.events import Describe, Done, EventError, Hello, Result, SetupError, Start, Variants, read_event
 from gapbench.engine.jobs import WorkloadJob
 from gapbench.engine.supervise import Child, Outcome
-from gapbench.results import Measurement
+from gapbench.engine.variant import MIN_VARIANT_BUDGET_S
+from gapbench.results import Measurement, variant_key
 
 STARTUP_TIMEOUT_S = 300.0  # imports + variants() of one workload when no --timeout is given
 MAX_ATTEMPTS = 1000
+MAX_RANKS = 4096  # the ranks of a group started by an outside launcher, which the job does not count
 
 # a launcher runs one job: (job, timeout_s, on_event) -> Outcome
 Launcher = Callable[[WorkloadJob, float, Callable[[dict], float | None]], Outcome]
@@ -62,6 +65,7 @@ class Attempt:
     done: bool = False
     described: dict | None = None
     bad_input: bool = False  # the failure is the user's input (GapbenchError in the child), not the workload's
+    seen: set[str] = field(default_factory=set)  # the kinds of event that may come once
 
 
 def variant_limit(budget_s: float, timeout_s: float | None) -> float:
@@ -74,50 +78,146 @@ def startup_limit(timeout_s: float | None) -> float:
     return timeout_s if timeout_s else STARTUP_TIMEOUT_S
 
 
+def budget_allowed(job: WorkloadJob) -> float:
+    """The most budget a worker may say a variant of `job` was given: the job's (never below the engine's
+    floor), times the ranks of a group that measure in turn."""
+    ranks = job.nproc or (MAX_RANKS if job.distributed else 1)
+    return max(job.variant_budget_s, MIN_VARIANT_BUDGET_S) * ranks * (1 + 1e-9)
+
+
+class Refused(ValueError):
+    """A well-formed event that does not fit the job or comes out of order."""
+
+
+class EventRules:
+    """The parent's reading of one worker's events: each event typed (engine.events), then held to the job: the
+    variants are the job's workload and preset and none already measured, a result belongs to the variant that
+    was started, once. The first event refused fails the variant running and ends the worker at once."""
+
+    def __init__(self, job: WorkloadJob, a: Attempt, timeout_s: float | None, reporter: Reporter,
+                 on_result: Callable[[Measurement], None]):
+        self.job, self.a, self.timeout_s, self.reporter, self.record = job, a, timeout_s, reporter, on_result
+        self.preset: str | None = job.preset or None  # the keys' preset: the job's, else the worker's default
+
+    def __call__(self, raw: dict) -> float | None:
+        a = self.a
+        if a.failure is not None:
+            return 0.0  # the worker is being stopped
+        if raw.get("event") == "malformed":
+            a.failure = failures.malformed(raw)
+            return 0.0
+        try:
+            ev = read_event(raw)
+            if ev is None:
+                return None
+            if a.done:
+                raise Refused("after 'done'")
+            return getattr(self, f"on_{ev.event}")(ev)
+        except EventError as e:
+            a.failure = failures.Failure("error", f"worker sent {e}")
+        except Refused as e:
+            a.failure = failures.Failure("error", f"worker sent a {raw.get('event')!r} event {e}")
+        return 0.0
+
+    def once(self, kind: str) -> None:
+        if kind in self.a.seen:
+            raise Refused("a second time")
+        self.a.seen.add(kind)
+
+    def on_hello(self, ev: Hello) -> None:
+        self.once("hello")
+        self.a.identity = ev.device
+
+    def on_variants(self, ev: Variants) -> None:
+        self.once("variants")
+        skip = set(self.job.skip)
+        for key, params in zip(ev.keys, ev.variants, strict=True):
+            self.preset = self.preset if self.preset is not None else preset_of(key, self.job.workload, params)
+            if key != variant_key(self.job.workload, self.preset, params):
+                raise Refused(f"with key {short(key)}, which is not {self.job.workload}:{self.preset}: with its "
+                              f"variant's parameters")
+            if key in skip:
+                raise Refused(f"announcing {short(key)}, which was measured already")
+        self.a.announced = dict(zip(ev.keys, ev.variants, strict=True))
+        self.a.unit = ev.unit or ""
+        self.a.higher_is_better = ev.higher_is_better
+        self.reporter.variants_known(self.job.workload, ev.todo, ev.total)
+
+    def on_start(self, ev: Start) -> float:
+        a = self.a
+        if ev.key not in a.announced:
+            raise Refused(f"for {short(ev.key)}, which was not announced")
+        if ev.key in a.finished:
+            raise Refused(f"for {short(ev.key)}, which has finished")
+        if a.current is not None:
+            raise Refused(f"for {short(ev.key)} while {short(a.current)} has no result")
+        if ev.budget_s > budget_allowed(self.job):
+            raise Refused(f"with budget_s {ev.budget_s:.4g}, more than the {budget_allowed(self.job):.4g} s the "
+                          f"job allows")
+        a.current = ev.key
+        self.reporter.variant_started(self.job.workload, a.announced[ev.key])
+        return variant_limit(ev.budget_s, self.timeout_s)
+
+    def on_result(self, ev: Result) -> float | None:
+        a, m = self.a, ev.measurement
+        if a.current is None:
+            raise Refused(f"for {short(ev.key)} while no variant was started")
+        if m.workload != self.job.workload:
+            raise Refused(f"for workload {short(m.workload)} from a worker of {self.job.workload}")
+        if ev.key != variant_key(m.workload, m.preset, m.variant) or m.preset != self.preset:
+            raise Refused(f"with key {short(ev.key)}, which is not its measurement's ({short(m.workload)}:"
+                          f"{short(str(m.preset))}: with its variant) of preset {self.preset}")
+        if ev.key in a.finished or ev.key in self.job.skip:
+            raise Refused(f"for {short(ev.key)}, which has finished")
+        if ev.key != a.current:
+            # a rank group reports rows of its own (per rank, a baseline) before the variant's; a single worker not
+            if not self.job.distributed or ev.key in a.announced:
+                raise Refused(f"for {short(ev.key)} while {short(a.current)} was running")
+            a.finished.add(ev.key)
+            self.record(m)
+            return None
+        a.finished.add(ev.key)
+        a.current = None
+        self.record(m)
+        return startup_limit(self.timeout_s)  # the next variant's set-up happens before its start event
+
+    def on_setup_error(self, ev: SetupError) -> float:
+        self.a.bad_input = ev.event == "bad_input"
+        status = "oom" if "MemoryError" in ev.reason or "out of memory" in ev.reason.lower() else "error"
+        self.a.failure = failures.Failure(status, ev.reason)
+        return 0.0
+
+    on_bad_input = on_setup_error
+
+    def on_describe(self, ev: Describe) -> None:
+        self.once("describe")
+        self.a.described = {name: d.model_dump(mode="json") for name, d in ev.workloads.items()}
+
+    def on_done(self, ev: Done) -> None:
+        left = [k for k in self.a.announced if k not in self.a.finished]
+        if self.a.current is not None or left:
+            raise Refused(f"with {short(self.a.current or left[0])} not finished")
+        self.a.done = True
+
+
+def preset_of(key: str, workload: str, params: dict) -> str:
+    """The preset a variant key names, read between the workload's name and the variant's parameters."""
+    tail = ":" + variant_key("", None, params)[2:]
+    if key.startswith(workload + ":") and key.endswith(tail):
+        return key[len(workload) + 1:len(key) - len(tail)]
+    raise Refused(f"with key {short(key)}, which is not {workload}:PRESET: with its variant's parameters")
+
+
+def short(text: str | None, limit: int = 80) -> str:
+    text = str(text)
+    return repr(text if len(text) <= limit else text[:limit - 1] + "…")
+
+
 def attempt(job: WorkloadJob, launch: Launcher, timeout_s: float | None, reporter: Reporter,
             on_result: Callable[[Measurement], None]) -> Attempt:
     """Run one worker for `job` to its end and say what happened."""
     a = Attempt()
-
-    def handle(ev: dict) -> float | None:
-        kind = ev.get("event")
-        if a.failure is not None:
-            return None
-        try:
-            if kind == "hello":
-                a.identity = ev.get("device") if isinstance(ev.get("device"), dict) else None
-            elif kind == "variants":
-                a.announced = dict(zip(ev["keys"], ev["variants"], strict=True))
-                a.unit = str(ev.get("unit", ""))
-                a.higher_is_better = bool(ev.get("higher_is_better", True))
-                reporter.variants_known(job.workload, int(ev["todo"]), int(ev["total"]))
-            elif kind == "start":
-                a.current = str(ev["key"])
-                reporter.variant_started(job.workload, ev.get("variant") or {})
-                return variant_limit(float(ev.get("budget_s") or job.variant_budget_s), timeout_s)
-            elif kind == "result":
-                m = Measurement.read(ev["measurement"])
-                a.finished.add(str(ev["key"]))
-                a.current = None
-                on_result(m)
-                return startup_limit(timeout_s)  # the next variant's set-up happens before its start event
-            elif kind in ("setup_error", "bad_input"):
-                reason = str(ev.get("reason", ""))
-                a.bad_input = kind == "bad_input"
-                status = "oom" if "MemoryError" in reason or "out of memory" in reason.lower() else "error"
-                a.failure = failures.Failure(status, reason)
-            elif kind == "describe":
-                a.described = ev.get("workloads") if isinstance(ev.get("workloads"), dict) else {}
-            elif kind == "done":
-                a.done = True
-            elif kind == "malformed":
-                a.failure = failures.malformed(ev)
-        except (KeyError, TypeError, ValueError) as e:  # a well-formed line with the wrong content
-            a.failure = failures.Failure("error", f"worker sent an unreadable {kind!r} event ({e.__class__.__name__}: "
-                                                  f"{str(e)[:120]})")
-        return None
-
-    out = launch(job, startup_limit(timeout_s), handle)
+    out = launch(job, startup_limit(timeout_s), EventRules(job, a, timeout_s, reporter, on_result))
     if a.failure is not None or a.done or a.described is not None:
         return a
     hint = f"; {out.hint}" if out.hint else ""
