@@ -148,3 +148,38 @@ def test_api_is_lazy_and_callable():
 
     r = gapbench.claims(str(EXAMPLE))
     assert r.verdict == "implausible" and r.fails("implausible") and len(r.rows) == 5
+
+
+def test_h100_nvl_is_its_own_spec_row(tmp_path):
+    doc = report(table(tmp_path, [["FP8 GEMM", "3,341 TFLOPS", ""], ["BF16 GEMM", "900 TFLOPS", ""],
+                                  ["HBM bandwidth", "3.9 TB/s", ""]], headers=("Workload", "NVIDIA H100 NVL", "Gap")))
+    assert doc["platforms"][0]["spec"] == "h100-nvl" and doc["unmatched"] == []
+    fp8, bf16, hbm = (r["numbers"][0] for r in doc["rows"])
+    assert fp8["verdict"] == "datasheet" and fp8["peak_kind"] == "sparse"  # the datasheet's "with sparsity" figure
+    assert bf16["verdict"] == "above_peak"  # above the dense 835.5 TFLOP/s
+    assert hbm["verdict"] == "datasheet" and hbm["peak_kind"] == "bandwidth"
+
+
+def test_h100_pcie_is_not_read_as_sxm(tmp_path):
+    doc = report(table(tmp_path, [["FP16 GEMM", "756 TFLOPS", ""], ["BF16 GEMM", "800 TFLOPS", ""]],
+                       headers=("Workload", "H100 PCIe", "Gap")))
+    assert doc["platforms"][0]["spec"] == "h100-pcie" and not doc["platforms"][0]["also"]
+    assert numbers(doc, 0) == ["datasheet"] and numbers(doc, 1) == ["above_peak"]  # the SXM's peak would allow 800
+
+
+def test_bare_h100_says_when_the_nvl_reading_changes_the_verdict(tmp_path):
+    doc = report(table(tmp_path, [["HBM bandwidth", "3.9 TB/s", ""], ["BF16 GEMM", "800 TFLOPS", ""]],
+                       headers=("Workload", "H100", "Gap")))
+    hbm, bf16 = doc["rows"][0]["numbers"][0], doc["rows"][1]["numbers"][0]
+    assert hbm["verdict"] == "datasheet" and hbm["spec"] == "h100-nvl"  # above the SXM's 3.35 TB/s, the NVL's figure
+    assert any("read as NVIDIA H100 NVL" in e["text"] for e in hbm["evidence"])
+    assert bf16["spec"] == "h100-sxm"
+    said = " ".join(e["text"] for e in bf16["evidence"])
+    assert "as NVIDIA H100 PCIe 80GB it would be above peak" in said
+
+
+def test_shipped_schema_is_the_generated_one():
+    from gapbench.claims.schema import json_schema
+
+    shipped = json.loads((ROOT / "src" / "gapbench" / "claims" / "claims.schema.json").read_text())
+    assert shipped == json_schema()

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from gapbench.claims.judge import MEASURED_TOLERANCE, MFU_BOUND
 from gapbench.claims.match import match_row
-from gapbench.claims.records import SEVERITIES, ClaimReport, MeasuredGap, Platform, RowVerdict
+from gapbench.claims.measured import MeasuredRows
+from gapbench.claims.records import SEVERITIES, ClaimReport, Platform, RowVerdict
 from gapbench.claims.rows import GAP_TOLERANCE_PP, gap_check, judged_number, like_for_like, platform_of, unlike_reasons
 from gapbench.claims.table import read_table
 from gapbench.compare.references import DATASHEET_TOLERANCE
@@ -32,54 +33,28 @@ def _row(label: str, cells: list[str], gap_text: str, platforms: list[Platform],
         rv = rv.replace(notes=[f"no gapbench workload matches the label {label!r}: its numbers are not judged"])
     elif len(numbers) >= 2:
         unlike = unlike_reasons(numbers, platforms)
-        rv = rv.replace(unlike=unlike, like_for_like=like_for_like(row, platforms),
-                        measured=measured(row, platforms))
+        mine, said = measured(row, platforms, numbers) if measured else ([], [])
+        stated = rv.gap.stated_pct
+        mine = [m.replace(stated_within=m.lo <= stated <= m.hi) if stated is not None and m.lo is not None
+                and m.hi is not None else m for m in mine]
+        rv = rv.replace(unlike=unlike, like_for_like=like_for_like(row, platforms), measured=mine,
+                        notes=[*rv.notes, *said])
         levels += ["unlike"] if unlike else []
     if rv.gap.verdict in ("sign_reversed", "other_baseline", "disagrees") or "opposite" in rv.gap.direction:
         levels.append("implausible")
     return rv.replace(verdict=_worst(levels))
 
 
-def _measured_gaps(results: list[str]):
-    """A function giving, for a row, the user's own measurements of it on the table's first two platforms."""
-    if not results:
-        return lambda row, platforms: []
-    from gapbench import specs as specs_mod
-    from gapbench.compare import compare, platform_identity
-    from gapbench.compare.references import reference_matches
-    from gapbench.results import load
-
-    sets = [load(p) for p in results]
-    keys = []
-    for rs in sets:
-        s = specs_mod.match(platform_identity(rs))
-        keys.append(s.key if s else "")
-
-    def measured(row, platforms: list[Platform]) -> list[MeasuredGap]:
-        idx = [next((i for i, k in enumerate(keys) if k and k in (p.spec, *p.also)), None) for p in platforms[:2]]
-        if None in idx or idx[0] == idx[1]:
-            return []
-        comp = compare([sets[idx[0]], sets[idx[1]]], baseline=1, labels=[platforms[0].header, platforms[1].header])
-        out = []
-        for r in comp.rows:
-            if r.workload != row.workload or not reference_matches(row.variant, r.variant):
-                continue
-            g = r.gaps.get(0)
-            out.append(MeasuredGap(workload=r.workload, variant=dict(r.variant), values=[c.value for c in r.cells],
-                                   unit=r.unit, pct=g.pct if g else None, lo=g.lo if g else None,
-                                   hi=g.hi if g else None, significant=g.significant if g else None,
-                                   basis=g.basis if g else "", note=g.status if g else ""))
-        return out
-
-    return measured
-
-
 def claims(path: str, results: list[str] | None = None) -> ClaimReport:
-    """Check the claims table at `path`; `results`: gapbench results files, matched to the table's platforms by
-    their device's spec row, whose measurements of each matched row are set beside the claim."""
+    """Check the claims table at `path`; `results`: gapbench results files, each matched to one of the table's
+    platforms by the label it ran under (`gapbench run --label`, equal to the column's header), else by its
+    device's spec row; the files of one platform are its runs. Their measurements of each matched row, and the
+    gap between the first two platforms with its interval (gapbench.compare), are set beside the claim."""
     table = read_table(path)
     platforms = [platform_of(h) for h in table.platforms]
-    measured = _measured_gaps(list(results or []))
+    measured = MeasuredRows(list(results)) if results else None
+    if measured:
+        platforms = measured.platforms(platforms)
     rows = [_row(label, cells, gap, platforms, measured) for label, cells, gap in table.rows]
     counts: dict[str, int] = {}
     for r in rows:
@@ -88,8 +63,11 @@ def claims(path: str, results: list[str] | None = None) -> ClaimReport:
         counts[f"gap_{r.gap.verdict}"] = counts.get(f"gap_{r.gap.verdict}", 0) + 1
         if r.unlike:
             counts["unlike_rows"] = counts.get("unlike_rows", 0) + 1
+        if r.measured:
+            counts["measured_rows"] = counts.get("measured_rows", 0) + 1
     unmatched = [f"platform {p.header!r}" for p in platforms if not p.spec] + \
         [f"row {r.label!r}" for r in rows if not r.workload]
+    unmatched += measured.matched.unmatched if measured else []
     verdict = _worst([r.verdict for r in rows])
     return ClaimReport(file=str(path), title=table.title, verdict=verdict, summary=summary(rows, verdict),
                        platforms=platforms, rows=rows, counts=counts, unmatched=unmatched,

@@ -66,17 +66,26 @@ class LikeForLike(Record):
 
 
 class MeasuredGap(Record):
-    """The user's own measurement of the row on each platform, with the gap and its interval (gapbench.compare)."""
+    """The user's own measurement of the row on the first two platforms, with the gap and its interval
+    (gapbench.compare: gap = first / second − 1, the second platform the baseline)."""
 
     workload: str
     variant: dict = Field(default_factory=dict)
-    values: list[float | None] = Field(default_factory=list)
+    values: list[float | None] = Field(default_factory=list)  # per platform, in `unit`; None: not measured ok
     unit: str = ""
+    intervals: list[list[float] | None] = Field(default_factory=list, description="each value's 95% interval")
+    runs: list[int] = Field(default_factory=list, description="independent runs behind each value")
+    status: list[str] = Field(default_factory=list, description="each cell's status ('ok', 'missing', a failure)")
+    share_of_claim: list[float | None] = Field(default_factory=list,
+                                               description="each measured value over the table's figure")
     pct: float | None = None
     lo: float | None = None
     hi: float | None = None
     significant: bool | None = None
-    basis: str = ""
+    basis: str = ""  # "runs", "single run" (an assumed run-to-run spread), "" (no interval)
+    flagged: str = ""  # a side was measured on a disturbed host: why, and no verdict
+    stated_within: bool | None = Field(default=None, description="whether the table's stated gap lies inside "
+                                       "the measured gap's interval; None when either is missing")
     note: str = ""
 
 
@@ -101,6 +110,9 @@ class Platform(Record):
     note: str = ""
     stacks: dict[str, str] = Field(default_factory=dict)
     date: str = ""
+    results: list[str] = Field(default_factory=list, description="the --results files matched to this platform")
+    results_by: list[str] = Field(default_factory=list, description="how they were matched: label, spec row")
+    results_notes: list[str] = Field(default_factory=list)
 
 
 class ClaimReport(Record):

@@ -16,8 +16,10 @@ FORMATS = ("table", "md", "json", "html")
 def add_arguments(p) -> None:
     p.add_argument("file", metavar="FILE", help="the table: .md (the first pipe table), .csv, .toml or .json")
     p.add_argument("--results", action="append", default=[], metavar="FILE",
-                   help="a gapbench results file measured on one of the table's platforms (repeatable): your own "
-                        "measurement of each matched row is set beside the claim")
+                   help="a gapbench results file measured on one of the table's platforms (repeatable), matched to "
+                        "the column its run label names (gapbench run --label) or else to its device's spec row; "
+                        "files of one column are its runs: your measurement of each matched row, and the gap "
+                        "with its interval, are set beside the claim")
     p.add_argument("--format", "-f", default="table", metavar="FMT", help="table (default), md, json or html")
     p.add_argument("--json", action="store_true", help="same as --format json")
     p.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")

@@ -8,7 +8,7 @@ from html import escape
 
 from gapbench import __version__
 from gapbench.claims.records import ClaimReport, RowVerdict
-from gapbench.report.kit import Table, fmt_pct, html_table, md_cell, one_line
+from gapbench.report.kit import Table, fmt_num, fmt_pct, html_table, interval_text, md_cell, one_line
 from gapbench.text import json_printable, printable
 
 FORMATS = ("table", "md", "json", "html")
@@ -33,16 +33,20 @@ def _pct(x: float | None) -> str:
 
 
 def overview(r: ClaimReport) -> Table:
-    heads = ["row", *[p.header for p in r.platforms], "stated gap", "gap from the values", "row verdict"]
+    mine = bool(r.results)
+    heads = ["row", *[p.header for p in r.platforms], "stated gap", "gap from the values",
+             *(["your measured gap"] if mine else []), "row verdict"]
     rows, styles = [], []
     for row in r.rows:
         cells = [f"{n.text} — {VERDICT_WORDS.get(n.verdict, n.verdict)}" for n in row.numbers]
         cells += [""] * (len(r.platforms) - len(cells))
+        yours = "; ".join((f"{_variant(m.variant)}: " if len(row.measured) > 1 else "") + measured_gap_text(m, short=True)
+                          for m in row.measured) or "—"
         rows.append([row.label, *cells, row.gap.stated_text or "—",
                      f"{_pct(row.gap.computed_pct)} ({GAP_WORDS.get(row.gap.verdict, row.gap.verdict)})",
-                     row.verdict])
+                     *([yours] if mine else []), row.verdict])
         styles.append([""] + [STYLE.get(n.severity, "") for n in row.numbers] + [""] * (
-            len(r.platforms) - len(row.numbers)) + ["", "", STYLE.get(row.verdict, "")])
+            len(r.platforms) - len(row.numbers)) + ["", ""] + ([""] if mine else []) + [STYLE.get(row.verdict, "")])
     return Table(heads, rows, text_columns=len(heads), title="every number and row", styles=styles)
 
 
@@ -75,11 +79,43 @@ def _like_for_like(row: RowVerdict) -> list:
     return []
 
 
-def _measured_text(m) -> str:
-    vals = " against ".join("—" if v is None else f"{v:,.4g}" for v in m.values)
-    return (f"Your measurement ({m.workload} {_variant(m.variant)}): {vals} {m.unit}, gap {_pct(m.pct)}"
-            + (f" [{_pct(m.lo)}, {_pct(m.hi)}] ({m.basis})" if m.lo is not None else "")
-            + (f"; {m.note}" if m.note else "") + ".")
+def _mine_cell(m, i: int) -> str:
+    v = m.values[i] if i < len(m.values) else None
+    if v is None:
+        return (m.status[i] if i < len(m.status) else "") or "—"
+    ci = m.intervals[i] if i < len(m.intervals) else None
+    runs = m.runs[i] if i < len(m.runs) else 0
+    share = m.share_of_claim[i] if i < len(m.share_of_claim) else None
+    return (f"{fmt_num(v)} {interval_text(ci)} {m.unit}".replace("  ", " ") + f", {runs} run{'s' * (runs != 1)}"
+            + (f"; {share:.0%} of the table's figure" if share is not None else ""))
+
+
+def measured_gap_text(m, short: bool = False) -> str:
+    """'+12.0% [+3.1%, +21.7%] (single run); significant' — the words for a measured gap and its interval; short:
+    a disturbed host named, not its reasons."""
+    if m.pct is None:
+        return m.note or "no gap"
+    text = fmt_pct(m.pct)
+    if m.lo is not None and m.hi is not None:
+        text += f" [{fmt_pct(m.lo)}, {fmt_pct(m.hi)}]" + (" (single run)" if m.basis == "single run" else "")
+    if m.flagged:
+        return text + ("; no verdict: measured on a disturbed host" if short else f"; no verdict: {m.flagged}")
+    if m.significant is None:
+        return text + "; no verdict (no interval)"
+    return text + ("; significant" if m.significant else "; within noise")
+
+
+def _measured_table(r: ClaimReport, row: RowVerdict) -> Table:
+    names = [p.header for p in r.platforms[:2]]
+    rows, styles = [], []
+    for m in row.measured:
+        within = {True: "inside it", False: "outside it", None: "—"}[m.stated_within]
+        rows.append([_variant(m.variant), _mine_cell(m, 0), _mine_cell(m, 1), measured_gap_text(m), within])
+        styles.append(["", "", "", "noise" if m.significant is False else "unknown" if m.significant is None
+                       else "better" if (m.pct or 0) > 0 else "worse", ""])
+    return Table(["variant", f"{names[0]} (yours)", f"{names[1]} (yours)", "measured gap [95% interval]",
+                  "the stated gap"], rows, text_columns=5, styles=styles,
+                 title="your measurements (gapbench.compare; gap = first / second − 1)")
 
 
 def _row_blocks(r: ClaimReport, row: RowVerdict) -> list:
@@ -91,9 +127,16 @@ def _row_blocks(r: ClaimReport, row: RowVerdict) -> list:
         out.append(_gap_text(row))
     out += [f"Like for unlike: {u}." for u in row.unlike]
     out += _like_for_like(row)
-    out += [_measured_text(m) for m in row.measured]
+    out += [_measured_table(r, row)] if row.measured else []
     out += [f"{x}." for x in row.notes]
     return out
+
+
+def _results_table(r: ClaimReport) -> Table:
+    rows = [[p.header, ", ".join(p.results) or "— (none matched)", ", ".join(p.results_by) or "—",
+             "; ".join(p.results_notes) or "—"] for p in r.platforms]
+    return Table(["platform", "your results files", "matched by", "note"], rows, text_columns=4,
+                 title="which results file stands for which platform (its run label, else its device's spec row)")
 
 
 def _variant(v: dict) -> str:
@@ -111,6 +154,8 @@ def _bounds(r: ClaimReport) -> str:
 
 def sections(r: ClaimReport) -> list[tuple[str, list]]:
     secs: list[tuple[str, list]] = [("Verdicts", [overview(r), _bounds(r)])]
+    if r.results:
+        secs.append(("Your results", [_results_table(r)]))
     for row in r.rows:
         secs.append((f"{row.label} — {row.verdict}", _row_blocks(r, row)))
     if r.unmatched:
