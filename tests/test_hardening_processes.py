@@ -140,3 +140,114 @@ def test_the_event_folders_of_a_killed_parent_are_swept_by_the_next_one(tmp_path
         for d in (stale, mine):
             if os.path.isdir(d):
                 os.rmdir(d)
+
+
+# a grandchild that leaves the session and clears its environment: no process group, no token reaches it; the
+# subreaper does (it comes back to the parent when its own parent ends)
+ESCAPE = '''
+import os, signal, sys
+
+def escape(note):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.setsid()
+        if os.fork() == 0:
+            os.execve("/bin/sleep", ["sleep", "300"], {})
+        os._exit(0)
+    os.waitpid(pid, 0)
+    with open(note, "a") as f:
+        f.write("%d\\n" % pid)
+'''
+
+
+def sleepers_of_session(sid: int) -> list[int]:
+    import psutil
+
+    out = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        try:
+            if p.info["cmdline"] == ["sleep", "300"] and os.getsid(p.pid) == sid:
+                out.append(p.pid)
+        except (OSError, psutil.Error):
+            pass
+    return out
+
+
+def escaped(note) -> list[int]:
+    """The escaped grandchildren: the sleepers in the sessions whose leaders the note names."""
+    return [pid for sid in pids(note.parent, note.stem) for pid in sleepers_of_session(sid)]
+
+
+def gone(pid: int) -> bool:
+    """Not there at all: killed and reaped (a zombie still has its /proc entry)."""
+    return not os.path.exists(f"/proc/{pid}")
+
+
+@pytest.mark.parametrize("then", ["exit", "die"])
+def test_a_grandchild_that_left_the_session_and_the_environment_ends_with_its_child(tmp_path, then):
+    from gapbench.engine.supervise import Child
+
+    note = tmp_path / "escaped.pids"
+    end = "os._exit(0)" if then == "exit" else "os.kill(os.getpid(), signal.SIGKILL)"
+    code = ESCAPE + f"escape({str(note)!r})\n{end}\n"
+    with Child([sys.executable, "-c", code]) as child:
+        out = child.follow(30)
+        left = escaped(note)
+        assert len(left) == 1, "the grandchild did not start"
+    assert out.returncode == (0 if then == "exit" else -signal.SIGKILL)
+    # killed, and reaped by this process (its subreaper): no zombie left behind
+    assert wait_until(lambda: gone(left[0]), 5), left
+
+
+def test_what_a_child_left_behind_ends_when_its_parent_exits_without_closing_it(tmp_path):
+    note = tmp_path / "escaped.pids"
+    child = ESCAPE + f"escape({str(note)!r})\nimport time\ntime.sleep(300)\n"
+    parent = ("import sys, time\nfrom gapbench.engine.supervise import Child\n"
+              f"c = Child([sys.executable, '-c', {child!r}])\n"
+              f"while not open({str(note)!r}, 'a+').seek(0, 2):\n    time.sleep(0.05)\n"
+              "time.sleep(0.2)\nsys.exit(0)\n")
+    subprocess.run([sys.executable, "-c", parent], timeout=60, check=True)
+    (sid,) = pids(tmp_path, "escaped")
+    assert wait_until(lambda: not escaped(note) and not alive(sid), 5), escaped(note)
+
+
+ESCAPING_WORKLOAD = ESCAPE + '''
+from gapbench.timing import time_fn
+from gapbench.workloads import Variant, Workload
+
+NOTE = os.path.join(os.environ["ESCAPE_DIR"], "escaped.pids")
+
+
+class Escaping(Workload):
+    name = "escaping"
+    unit = "calls/s"
+    description = "variants that leave a grandchild outside the worker's session, with an empty environment"
+    presets = {"tiny": "one that returns, one whose worker dies, a good one"}
+    default_preset = "tiny"
+
+    def variants(self, preset, ctx):
+        return [Variant({"mode": m}) for m in ("returns", "dies", "good")]
+
+    def run(self, variant, ctx):
+        if variant.params["mode"] != "good":
+            escape(NOTE)
+        if variant.params["mode"] == "dies":
+            os.kill(os.getpid(), signal.SIGKILL)
+        timing = time_fn(lambda: sum(range(100)), ctx.device, budget_s=ctx.budget_s, min_time_s=0.01, repeats=3)
+        return self.throughput(variant, ctx, timing, 1.0)
+'''
+
+
+@pytest.mark.slow
+def test_gapbench_run_leaves_no_grandchild_that_escaped_its_worker(tmp_path):
+    wl = tmp_path / "escaping.py"
+    wl.write_text(ESCAPING_WORKLOAD)
+    out = tmp_path / "escaping.json"
+    r = gapbench("run", "--device", "cpu", "--workload-file", wl, "--variant-budget", "0.2", "--repeats", "3",
+                 "--output", out, "--no-history", "--quiet", env={"ESCAPE_DIR": str(tmp_path)}, timeout=120)
+    assert r.returncode == 0, r.stderr
+    status = {m.variant["mode"]: m.status for m in load(out).measurements}
+    assert status == {"returns": "ok", "dies": "crashed", "good": "ok"}
+    assert len(pids(tmp_path, "escaped")) == 2, "the grandchildren did not start"
+    assert escaped(tmp_path / "escaped.pids") == []

@@ -14,6 +14,7 @@ that left the group (setsid) or was re-parented.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import select
@@ -29,12 +30,14 @@ from dataclasses import dataclass, field
 
 import psutil
 
-from gapbench.engine.channel import EVENTS_ENV, split_events
-from gapbench.engine.lifeline import PARENT_ENV
+from gapbench.engine.channel import EVENTS_ENV, MAX_LINE, split_events
+from gapbench.engine.lifeline import PARENT_ENV, become_subreaper
 
 TOKEN_ENV = "GAPBENCH_CHILD_TOKEN"
 GRACE_S = 1.0  # after a child ends, how long what it started may take to end by itself
 LOG_TAIL = 20000
+MAX_KEPT_EVENTS = 100_000  # events kept for the Outcome; a child that floods the channel cannot fill memory
+KILL_ROUNDS = 20  # a process that forks while it is being killed is looked for again, this many times
 
 
 class DeadlinePassed(Exception):
@@ -92,11 +95,100 @@ def processes_with_token(token: str) -> list[int]:
         return []
 
 
-def _parent_of(pid: int) -> int | None:
+_live: dict[int, Child] = {}  # pid -> the children of this process not yet closed
+_adopting = False
+
+
+def adopt_orphans() -> bool:
+    """Make this process the reaper of its orphaned descendants, once (see lifeline.become_subreaper), and end
+    what is left of them when it exits. False where the system has no subreapers."""
+    global _adopting
+    if not _adopting:
+        _adopting = become_subreaper()
+        if _adopting:
+            atexit.register(end_adopted)
+    return _adopting
+
+
+def descendants(pid: int) -> list[psutil.Process]:
+    """Every process below pid, its children's children included."""
     try:
-        return psutil.Process(pid).ppid()
+        return psutil.Process(pid).children(recursive=True)
     except psutil.Error:
-        return None
+        return []
+
+
+def adopted(since: float | None = None) -> list[psutil.Process]:
+    """The orphans this subreaper took in (created at or after `since`, a psutil create time) and what is below
+    them: its children in another session than its own that are not a child it started and has not closed.
+    A child this process starts is its own session's leader and listed in `_live`; a process can leave a session
+    only for a new one, so nothing below a child is ever in this process's session."""
+    mine = os.getsid(0)
+    out: list[psutil.Process] = []
+    try:
+        children = psutil.Process().children()
+    except psutil.Error:
+        return out
+    for p in children:
+        if p.pid in _live:
+            continue
+        try:
+            if os.getsid(p.pid) == mine or (since is not None and p.create_time() < since):
+                continue
+        except (OSError, psutil.Error):
+            continue
+        out += [p, *descendants(p.pid)]
+    return out
+
+
+def end_processes(procs: list[psutil.Process]) -> list[int]:
+    """SIGKILL the processes (psutil checks a pid was not reused) and reap those that are this process's
+    children, zombies included. Returns the pids signalled."""
+    me = os.getpid()
+    killed = []
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            if p.status() != psutil.STATUS_ZOMBIE:
+                p.kill()
+                killed.append(p.pid)
+    mine = []
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            if p.ppid() == me:
+                mine.append(p)
+    psutil.wait_procs(mine, timeout=5)  # waits on this process's children: reaps them
+    return killed
+
+
+def end_adopted() -> None:
+    """Kill every child not closed and reap every orphan this process took in (at its exit: nothing gapbench
+    started outlives it)."""
+    for child in list(_live.values()):
+        with contextlib.suppress(Exception):
+            child.kill()
+    for _ in range(KILL_ROUNDS):
+        left = _to_end(adopted())
+        if not left:
+            return
+        end_processes(left)
+
+
+def _running(procs: list[psutil.Process]) -> bool:
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            if p.status() != psutil.STATUS_ZOMBIE:
+                return True
+    return False
+
+
+def _to_end(procs: list[psutil.Process]) -> list[psutil.Process]:
+    """Those still running, and the zombies this process must reap (another's zombie is its parent's to reap)."""
+    me, out = os.getpid(), []
+    for p in procs:
+        with contextlib.suppress(psutil.Error):
+            if p.status() != psutil.STATUS_ZOMBIE or p.ppid() == me:
+                out.append(p)
+    return out
 
 
 DIR_PREFIX = "gapbench-child-"  # + the parent's pid: the event FIFO's folder, removed when the child is closed
@@ -142,6 +234,7 @@ class Child:
         self.what = what
         self.token = uuid.uuid4().hex
         sweep_stale_dirs()
+        adopt_orphans()
         self._dir = tempfile.mkdtemp(prefix=f"{DIR_PREFIX}{os.getpid()}-")
         self.events_path = os.path.join(self._dir, "events")
         os.mkfifo(self.events_path, 0o600)
@@ -152,13 +245,19 @@ class Child:
         e.setdefault("PYTHONFAULTHANDLER", "1")
         self._log = tempfile.TemporaryFile(mode="w+b")
         self._oom0 = cgroup_oom_kills()
-        self._buf = b""
+        self._parts: list[bytes] = []  # what was read of an unfinished line
+        self._size = 0
         self._pending: deque[dict] = deque()
         self.events: list[dict] = []
         self.closed = False
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE if payload is not None else subprocess.DEVNULL,
                                      stdout=self._log, stderr=subprocess.STDOUT, env=e, cwd=cwd,
                                      start_new_session=True)
+        _live[self.proc.pid] = self
+        try:
+            self._since = psutil.Process(self.proc.pid).create_time()  # what it starts is no older
+        except psutil.Error:  # it is gone already: what it started is younger than this
+            self._since = time.time() - 1.0
         if payload is not None:
             try:
                 self.proc.stdin.write(payload.encode() if isinstance(payload, str) else payload)
@@ -175,8 +274,12 @@ class Child:
                 return
             if not chunk:
                 return
-            events, self._buf = split_events(self._buf + chunk)
-            self._pending.extend(events)
+            self._parts.append(chunk)
+            self._size += len(chunk)
+            if b"\n" in chunk or self._size > MAX_LINE:  # a long line is joined once, not once per chunk
+                events, rest = split_events(b"".join(self._parts))
+                self._parts, self._size = ([rest] if rest else []), len(rest)
+                self._pending.extend(events)
 
     def next_event(self, deadline: float) -> dict | None:
         """The next event; None once the child has exited and all it wrote was read; DeadlinePassed after
@@ -194,7 +297,8 @@ class Child:
             if ready:
                 self._read()
         ev = self._pending.popleft()
-        self.events.append(ev)
+        if len(self.events) < MAX_KEPT_EVENTS:
+            self.events.append(ev)
         return ev
 
     def follow(self, timeout_s: float, on_event: Callable[[dict], float | None] | None = None,
@@ -253,30 +357,45 @@ class Child:
             os.killpg(self.proc.pid, sig)
 
     def kill(self) -> None:
-        """Kill the child, its process group and every process carrying its token, now."""
+        """Kill the child, everything below it, its process group and every process carrying its token, now."""
+        below = descendants(self.proc.pid) if self.proc.poll() is None else []
         self.signal_group(signal.SIGKILL)
         with contextlib.suppress(ProcessLookupError):
             self.proc.kill()
+        end_processes(below)
         self.kill_strays(grace_s=0.0)
 
+    def strays(self) -> list[psutil.Process]:
+        """What the child started that is still there: below it, carrying its token, or taken in by this
+        process since it started (it is not counted itself)."""
+        found: dict[int, psutil.Process] = {}
+        if self.proc.returncode is None:
+            found.update((p.pid, p) for p in descendants(self.proc.pid))
+        for pid in processes_with_token(self.token):
+            with contextlib.suppress(psutil.Error):
+                found.setdefault(pid, psutil.Process(pid))
+        found.update((p.pid, p) for p in adopted(self._since))
+        found.pop(self.proc.pid, None)
+        return list(found.values())
+
     def kill_strays(self, grace_s: float = GRACE_S) -> list[int]:
-        """After the child ended: give what it started `grace_s` to end, then SIGKILL its group and every
-        process with its token; reap those that were re-parented here. Returns the pids killed."""
+        """After the child ended: give what it started `grace_s` to end, then SIGKILL its group and every stray
+        (see strays), again while new ones appear; reap those that were re-parented here. Returns the pids
+        killed."""
         end = time.monotonic() + grace_s
-        left = processes_with_token(self.token)
-        while left and time.monotonic() < end:
+        left = self.strays()
+        while _running(left) and time.monotonic() < end:
             time.sleep(0.05)
-            left = processes_with_token(self.token)
+            left = self.strays()
         self.signal_group(signal.SIGKILL)
-        me = os.getpid()
-        for pid in left:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-        for pid in left:
-            if pid != self.proc.pid and _parent_of(pid) == me:
-                with contextlib.suppress(ChildProcessError, OSError):
-                    os.waitpid(pid, 0)
-        return left
+        killed: list[int] = []
+        for _ in range(KILL_ROUNDS):
+            left = _to_end(left)
+            if not left:
+                break
+            killed += end_processes(left)
+            left = self.strays()
+        return killed
 
     def close(self) -> None:
         if self.closed:
@@ -285,6 +404,7 @@ class Child:
         if self.proc.poll() is None:
             self.kill()
         self.wait()
+        _live.pop(self.proc.pid, None)
         self.kill_strays()
         for fd in (self._r, self._w):
             with contextlib.suppress(OSError):
