@@ -156,6 +156,14 @@ CASES = [
     ("slo-ttft-ms-nobody-takes-it", ["--slo-ttft-ms", "450", *GEMM], "--slo-ttft-ms"),
     ("slo-tpot-ms-negative", ["--slo-tpot-ms", "-40", *LLM], "--slo-tpot-ms"),
     ("slo-tpot-ms-inf", ["--slo-tpot-ms", "inf", *LLM], "--slo-tpot-ms"),
+    ("train-steps-zero", ["--train-steps", "0", "-w", "numerics:llm-tiny"], "--train-steps"),
+    ("train-steps-text", ["--train-steps", "abc", "-w", "numerics:llm-tiny"], "--train-steps"),
+    ("train-steps-nobody-takes-it", ["--train-steps", "3", *GEMM], "--train-steps"),
+    ("deterministic-nobody-takes-it", ["--deterministic", *GEMM], "--deterministic"),
+    ("fp8-format-unknown", ["--fp8-format", "e3m4", "-w", "numerics:llm-tiny"], "--fp8-format"),
+    ("fp8-format-nobody-takes-it", ["--fp8-format", "e5m2", *GEMM], "--fp8-format"),
+    ("entry-no-colon", ["--entry", "mymodel", "-w", "numerics"], "--entry"),
+    ("entry-nobody-takes-it", ["--entry", "mymodel:build", *GEMM], "--entry"),
 ]
 
 
