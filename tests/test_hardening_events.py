@@ -133,9 +133,9 @@ VARIANTS_BAD = {
     "todo over total": (VARIANTS | {"total": 1}, "todo (2) is more than total (1)"),
     "keys twice": (VARIANTS | {"keys": [KA, KA]}, "a key is announced twice"),
     "ten million keys": ({"event": "variants", "total": 10**7, "todo": 10**7, "keys": [], "variants": []},
-                         "total: input should be less than or equal to 100000"),
-    "too many keys": ({"event": "variants", "total": 1, "todo": 1, "keys": [""] * 200_000, "variants": []},
-                      "keys: list should have at most 100000 items"),
+                         "total: input should be less than or equal to 10000"),
+    "too many keys": ({"event": "variants", "total": 1, "todo": 1, "keys": [""] * 20_000, "variants": []},
+                      "keys: list should have at most 10000 items"),
     "another workload's keys": (VARIANTS | {"keys": [variant_key("gemm", P, A), KB]}, "which is not evil:p:"),
     "a key that is not its variant's": (VARIANTS | {"keys": [KB, KA]}, "which is not evil:p: with its variant"),
     "a measured key": (VARIANTS, "which was measured already"),
@@ -179,6 +179,11 @@ def test_a_rank_group_may_send_rows_of_its_own_before_the_variant_s():
     # but never a row of a variant it announced, out of turn
     got = rows_of([HELLO, VARIANTS, START_A, RESULT_B], dist_timeout_s=30, nproc=2)
     assert got[("a", W)].status == "error" and "was running" in got[("a", W)].reason
+    # nor more rows than its ranks and a baseline
+    sides = [side | {"key": variant_key(W, P, A | {"rank": r}), "measurement": row(A | {"rank": r})} for r in range(4)]
+    got = rows_in_order([HELLO, VARIANTS, START_A, *sides], dist_timeout_s=30, nproc=2)
+    assert [m.status for m in got if m.variant == A] == ["error"]
+    assert "more rows of its own than 2 rank(s) and a baseline" in next(m.reason for m in got if m.variant == A)
 
 
 def test_an_event_line_too_long_is_malformed_and_nan_never_parses():

@@ -16,7 +16,7 @@ from gapbench.record import MAX_REASON, Json, Name, OptName, Record, SchemaError
 from gapbench.results.records import DeviceIdentity, Measurement, document
 
 MAX_KEY = 20_000  # a variant key: workload:preset: and the variant's parameters as JSON
-MAX_VARIANTS = 100_000  # a workload's variants; the largest sweep has hundreds
+MAX_VARIANTS = 10_000  # a workload's variants; the largest sweep has hundreds (a results file holds 100,000 rows)
 MAX_BUDGET_S = 30 * 86400.0  # a variant's budget; the parent holds it to its job's own (run/workload.py)
 MAX_DESCRIBED = 10_000  # workloads described in one answer
 MAX_LOG = 200_000  # a set-up failure's reason and traceback, before the parent cuts them to one line

@@ -3,7 +3,8 @@ events on the channel (see gapbench.engine.channel):
 
   hello (device identity), variants (their keys), start (a variant begins, with its budget),
   result (a measurement), done; or describe (the workloads of some workload files); or, when set-up fails,
-  setup_error / bad_input with the reason.
+  setup_error / bad_input with the reason. Each is a typed record the parent reads strictly
+  (gapbench.engine.events) and holds to the job (gapbench.run.workload).
 
 Anything a workload prints goes to the worker's stdout/stderr, which the parent keeps for crash reasons.
 """

@@ -66,6 +66,7 @@ class Attempt:
     described: dict | None = None
     bad_input: bool = False  # the failure is the user's input (GapbenchError in the child), not the workload's
     seen: set[str] = field(default_factory=set)  # the kinds of event that may come once
+    own_rows: int = 0  # the rows of its own a rank group sent for the variant running
 
 
 def variant_limit(budget_s: float, timeout_s: float | None) -> float:
@@ -78,10 +79,9 @@ def startup_limit(timeout_s: float | None) -> float:
     return timeout_s if timeout_s else STARTUP_TIMEOUT_S
 
 
-def budget_allowed(job: WorkloadJob) -> float:
+def budget_allowed(job: WorkloadJob, ranks: int) -> float:
     """The most budget a worker may say a variant of `job` was given: the job's (never below the engine's
     floor), times the ranks of a group that measure in turn."""
-    ranks = job.nproc or (MAX_RANKS if job.distributed else 1)
     return max(job.variant_budget_s, MIN_VARIANT_BUDGET_S) * ranks * (1 + 1e-9)
 
 
@@ -98,6 +98,7 @@ class EventRules:
                  on_result: Callable[[Measurement], None]):
         self.job, self.a, self.timeout_s, self.reporter, self.record = job, a, timeout_s, reporter, on_result
         self.preset: str | None = job.preset or None  # the keys' preset: the job's, else the worker's default
+        self.ranks = job.nproc or (MAX_RANKS if job.distributed else 1)
 
     def __call__(self, raw: dict) -> float | None:
         a = self.a
@@ -151,10 +152,10 @@ class EventRules:
             raise Refused(f"for {short(ev.key)}, which has finished")
         if a.current is not None:
             raise Refused(f"for {short(ev.key)} while {short(a.current)} has no result")
-        if ev.budget_s > budget_allowed(self.job):
-            raise Refused(f"with budget_s {ev.budget_s:.4g}, more than the {budget_allowed(self.job):.4g} s the "
-                          f"job allows")
-        a.current = ev.key
+        allowed = budget_allowed(self.job, self.ranks)
+        if ev.budget_s > allowed:
+            raise Refused(f"with budget_s {ev.budget_s:.4g}, more than the {allowed:.4g} s the job allows")
+        a.current, a.own_rows = ev.key, 0
         self.reporter.variant_started(self.job.workload, a.announced[ev.key])
         return variant_limit(ev.budget_s, self.timeout_s)
 
@@ -173,6 +174,9 @@ class EventRules:
             # a rank group reports rows of its own (per rank, a baseline) before the variant's; a single worker not
             if not self.job.distributed or ev.key in a.announced:
                 raise Refused(f"for {short(ev.key)} while {short(a.current)} was running")
+            a.own_rows += 1
+            if a.own_rows > self.ranks + 1:  # one per rank and a baseline
+                raise Refused(f"for {short(ev.key)}: more rows of its own than {self.ranks} rank(s) and a baseline")
             a.finished.add(ev.key)
             self.record(m)
             return None
