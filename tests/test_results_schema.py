@@ -200,3 +200,13 @@ def test_compare_refuses_each_edge_with_one_line_and_exit_2(tmp_path):
         assert proc.returncode == 2, (edge, err)
         assert err.count("\n") == 1 and f"{bad}: {field}:" in err and "Traceback" not in err, (edge, err)
         assert out == ""
+
+
+def test_a_replaced_record_writes_only_its_fields_and_a_file_holding_pydantic_bookkeeping_reads_without_it():
+    from gapbench.results import Measurement
+
+    m = Measurement(workload="w", variant={}, unit="u", status="ok", value=1.0, later_field=3)
+    d = m.replace(value=2.0).model_dump(mode="json")
+    assert "__pydantic_extra__" not in d and d["value"] == 2.0 and d["later_field"] == 3
+    d["__pydantic_extra__"] = {}
+    assert "__pydantic_extra__" not in Measurement.read(d).model_dump(mode="json")

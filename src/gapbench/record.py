@@ -14,7 +14,16 @@ import math
 import sys
 from typing import Annotated, Any
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, StringConstraints, ValidationError, ValidationInfo
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 from typing_extensions import Self, TypeAliasType
 
 MAX_NAME = 200  # workload, unit, preset, suite, label, status
@@ -117,7 +126,17 @@ class Record(BaseModel):
 
     def replace(self, **changes: Any) -> Self:
         """A copy with some fields changed, validated as any new record is."""
-        return type(self).model_validate({**self.__dict__, **(self.__pydantic_extra__ or {}), **changes})
+        fields = {k: v for k, v in self.__dict__.items() if k in type(self).model_fields}
+        return type(self).model_validate({**fields, **(self.__pydantic_extra__ or {}), **changes})
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_internal_keys(cls, data: Any) -> Any:
+        """pydantic's own bookkeeping is never a field: a document that holds it (as files written by an earlier
+        `replace` did) is read without it."""
+        if isinstance(data, dict) and "__pydantic_extra__" in data:
+            data = {k: v for k, v in data.items() if k != "__pydantic_extra__"}
+        return data
 
 
 # ---- naming the first bad field ------------------------------------------------------------------------
