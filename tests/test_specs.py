@@ -11,6 +11,7 @@ from gapbench.errors import GapbenchError
 TORCH_NAMES = {
     "NVIDIA H100 80GB HBM3": "h100-sxm",
     "NVIDIA H100 PCIe": "h100-pcie",
+    "NVIDIA H100 NVL": "h100-nvl",
     "NVIDIA H200": "h200",
     "NVIDIA H20": "h20",
     "NVIDIA A100-SXM4-80GB": "a100-80gb",
@@ -33,7 +34,7 @@ def test_real_torch_names_match(name, key):
     assert s is not None and s.key == key
 
 
-@pytest.mark.parametrize("name", ["NVIDIA H100 NVL", "NVIDIA A100-SXM4-40GB", "NVIDIA GeForce RTX 4090", "",
+@pytest.mark.parametrize("name", ["NVIDIA A100-SXM4-40GB", "NVIDIA GeForce RTX 4090", "",
                                   "AMD Instinct MI300A"])
 def test_unknown_or_different_parts_do_not_match(name):
     assert specs.match({"type": "cuda", "product": name}) is None
