@@ -105,3 +105,15 @@ def test_a_bad_entry_is_one_line_and_exit_2(tmp_path):
                         "--no-history", "-q"], cwd=tmp_path, capture_output=True, text=True, timeout=120,
                        env={**os.environ, "GAPBENCH_DB": str(tmp_path / "h.sqlite")})
     assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "--entry" in p.stderr, p.stderr
+
+
+def test_the_committed_cpu_results_are_within_rounding_and_bf16_errs_more_than_fp32():
+    r = ROOT / "results"
+    comp = compare([r / "cpu-xeon-2core-numerics-fp32-2threads.json", r / "cpu-xeon-2core-numerics-bf16-2threads.json"],
+                   history=False)
+    assert [e.model for e in comp.numerics] == ["llm-tiny", "bert-tiny", "unet-tiny"]
+    for e in comp.numerics:
+        assert e.first is None and e.first_grad is None and e.same_start and e.knobs_differ == ["dtype"]
+        worst = [max(le.err[i] for le in e.outputs if le.err[i] is not None) for i in (0, 1)]
+        assert 1e-8 < worst[0] < 1e-5 < 1e-3 < worst[1] < 0.1, worst
+        assert 0 < e.loss_diff < 0.02
