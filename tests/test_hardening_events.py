@@ -102,6 +102,8 @@ BAD = {
     "result that breaks the schema": ([START_A, RESULT_A | {"measurement": row(A, -1.0)}],
                                       "'result' event (measurement.value: an ok measurement needs a value above 0"),
     # between variants, the next one is blamed (and a restarted worker goes on after it)
+    "result with a number no double holds": ([START_A, RESULT_A | {"measurement": row(A) | {"stats": {
+        "median": 10**400, "iqr": 0, "min": 1, "max": 1, "n": 3}}}], "'result' event ("),
     "result repeated": ([START_A, RESULT_A, RESULT_A], "while no variant was started", "b"),
     "done too early": ([START_A, RESULT_A, DONE], "'done' event with 'evil:p:{\"mode\":\"b\"}' not finished", "b"),
     "a second variants": ([VARIANTS], "'variants' event a second time"),
@@ -229,6 +231,7 @@ class Evil(Workload):
 '''
 
 
+@pytest.mark.slow
 def test_gapbench_run_records_a_bad_event_as_its_variant_s_error_and_goes_on(tmp_path):
     wl = tmp_path / "evil.py"
     wl.write_text(EVIL)

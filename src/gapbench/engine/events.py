@@ -142,3 +142,5 @@ def read_event(raw: dict[str, Any]) -> Event | None:
         return model.read(raw)
     except SchemaError as e:
         raise EventError(kind, e.field, e.problem) from None
+    except (ArithmeticError, TypeError) as e:  # a validator that met a number it cannot hold (a 400-digit integer)
+        raise EventError(kind, "", f"{e.__class__.__name__}: {str(e)[:120]}") from None

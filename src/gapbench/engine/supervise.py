@@ -95,6 +95,13 @@ def processes_with_token(token: str) -> list[int]:
         return []
 
 
+def _parent_of(pid: int) -> int | None:
+    try:
+        return psutil.Process(pid).ppid()
+    except psutil.Error:
+        return None
+
+
 _live: dict[int, Child] = {}  # pid -> the children of this process not yet closed
 _adopting = False
 

@@ -19,6 +19,7 @@ from gapbench.results import Measurement, variant_key
 
 STARTUP_TIMEOUT_S = 300.0  # imports + variants() of one workload when no --timeout is given
 MAX_ATTEMPTS = 1000
+STOP_S = 0.001  # the time limit that stops a worker once an event was refused: its deadline kills it at once
 MAX_RANKS = 4096  # the ranks of a group started by an outside launcher, which the job does not count
 
 # a launcher runs one job: (job, timeout_s, on_event) -> Outcome
@@ -103,10 +104,10 @@ class EventRules:
     def __call__(self, raw: dict) -> float | None:
         a = self.a
         if a.failure is not None:
-            return 0.0  # the worker is being stopped
+            return STOP_S
         if raw.get("event") == "malformed":
             a.failure = failures.malformed(raw)
-            return 0.0
+            return STOP_S
         try:
             ev = read_event(raw)
             if ev is None:
@@ -118,7 +119,7 @@ class EventRules:
             a.failure = failures.Failure("error", f"worker sent {e}")
         except Refused as e:
             a.failure = failures.Failure("error", f"worker sent a {raw.get('event')!r} event {e}")
-        return 0.0
+        return STOP_S
 
     def once(self, kind: str) -> None:
         if kind in self.a.seen:
@@ -189,7 +190,7 @@ class EventRules:
         self.a.bad_input = ev.event == "bad_input"
         status = "oom" if "MemoryError" in ev.reason or "out of memory" in ev.reason.lower() else "error"
         self.a.failure = failures.Failure(status, ev.reason)
-        return 0.0
+        return STOP_S
 
     on_bad_input = on_setup_error
 
