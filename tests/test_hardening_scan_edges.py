@@ -173,26 +173,28 @@ def test_a_huge_binary_file_is_recognised_from_its_head(tmp_path):
 
 # Inputs that made one of the patterns try a match from each of n places, each scanning to the end: seconds to
 # minutes at these sizes before, well under a second now.
-PATHOLOGICAL = [
-    ("k.cu", "<<<"),                          # kernel launch
-    ("k.cu", "__shfl("),                      # warp size 32 in a shuffle
-    ("k.cu", "lane="),                        # lane id modulo 32
-    ("k.cu", "/* "),                          # a comment that never closes
-    ("k.cu", '"\\'),                          # a string that never closes
-    ("CMakeLists.txt", "target_link_libraries("),
-    ("CMakeLists.txt", "LANGUAGES "),
-    ("Makefile", "--gpus "),                  # one finding each: the suppression check per finding
-    ("x.py", "x.cuda("),
+PATHOLOGICAL = [     # (file name, the unit repeated 40,000 times, seconds allowed)
+    ("k.cu", "<<<", 3),                          # kernel launch
+    ("k.cu", "__shfl(", 3),                      # warp size 32 in a shuffle
+    ("k.cu", "lane=", 3),                        # lane id modulo 32
+    ("k.cu", "/* ", 3),                          # a comment that never closes
+    ("k.cu", '"\\', 3),                          # a string that never closes
+    ("CMakeLists.txt", "target_link_libraries(", 3),
+    ("CMakeLists.txt", "LANGUAGES ", 3),
+    # 40,000 findings each (about a second of records on an idle machine); the text was searched once per
+    # finding for a suppression comment (over 10 s)
+    ("Makefile", "--gpus ", 6),
+    ("x.py", "x.cuda(", 6),
 ]
 
 
-@pytest.mark.parametrize(("name", "unit"), PATHOLOGICAL, ids=[f"{n}:{u}" for n, u in PATHOLOGICAL])
-def test_pathological_input_scans_in_linear_time(tmp_path, name, unit):
+@pytest.mark.parametrize(("name", "unit", "allowed"), PATHOLOGICAL, ids=[f"{n}:{u}" for n, u, _ in PATHOLOGICAL])
+def test_pathological_input_scans_in_linear_time(tmp_path, name, unit, allowed):
     path = write(tmp_path / name, unit * 40000)
     t0 = time.perf_counter()
     scan(tmp_path, jobs=1)
     took = time.perf_counter() - t0
-    assert took < 3, f"{took:.1f} s for {path.stat().st_size:,} bytes"
+    assert took < allowed, f"{took:.1f} s for {path.stat().st_size:,} bytes"
 
 
 def test_doubling_a_run_of_launch_brackets_about_doubles_the_time(tmp_path):
