@@ -210,3 +210,13 @@ def test_a_replaced_record_writes_only_its_fields_and_a_file_holding_pydantic_bo
     assert "__pydantic_extra__" not in d and d["value"] == 2.0 and d["later_field"] == 3
     d["__pydantic_extra__"] = {}
     assert "__pydantic_extra__" not in Measurement.read(d).model_dump(mode="json")
+
+
+def test_an_integer_beyond_a_double_in_stats_is_a_schema_error_not_an_overflow():
+    from gapbench.record import SchemaError
+    from gapbench.results import Measurement
+
+    doc = {"workload": "w", "variant": {}, "unit": "u", "status": "ok", "value": 1.0,
+           "stats": {"median": 10**400, "iqr": 0, "min": 1, "max": 1, "n": 3, "ci95": [1, 1]}}
+    with pytest.raises(SchemaError, match="stats.median"):
+        Measurement.read(doc)

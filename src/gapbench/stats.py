@@ -92,7 +92,13 @@ class Stats(Record):
 
 
 def _real(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+    """A finite number a double holds (an integer beyond a double's range is not one)."""
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return False
+    try:
+        return math.isfinite(x)
+    except OverflowError:
+        return False
 
 
 def median(xs) -> float:

@@ -85,7 +85,7 @@ def _run(job: WorkloadJob, timeout_s: float, on_event, folder: str) -> Outcome:
         hint, died = first_failure(out.log, folder)
     for ev in held if not died else []:  # a rank that died is the story, not its peers' lost connections
         if hint and ev.get("event") == "setup_error":
-            ev = ev | {"reason": f"{hint}; then {ev['reason']}"}
+            ev = ev | {"reason": f"{hint}; then {ev.get('reason', '')}"}
         out.events.append(ev)
         if on_event:
             on_event(ev)
