@@ -14,8 +14,8 @@ accumulate in (fp32 for fp32, tf32, bf16, fp16 and fp8 products, as CPUs and ten
 n the reduction lengths along the path (gapbench.workloads.probes.numerics.reduction_length). λ = 10: the
 probability bound is then below 1e-21 per sum, and the margin covers the amplification the formula leaves out
 (softmax and normalisation conditioning, sin/cos of positions). On the CPU runs in results/ the largest error of a
-module output was 0.49 of its bound in fp32 (Llama's rotary embedding: sin and cos of positions; 0.17 elsewhere) and
-0.08 in bf16; of a gradient 0.02 and 0.06 (docs/numerics.md).
+module output was 0.49 of its bound in fp32 (Llama's rotary embedding: sin and cos of positions; 0.30 elsewhere, the
+UNet's timestep embedding) and 0.09 in bf16; of a gradient 0.02 and 0.06 (docs/numerics.md).
 
 A gradient's path is the whole forward, then back to its module: n = N + (N − n_module) + rows (the sum over
 tokens that forms a weight's gradient), m = M + (M − m_module) + 1, with N and M the forward's totals.
