@@ -63,8 +63,10 @@ SUITES: dict[str, dict] = {
                     "launch:quick"],
     },
     "parity": {
-        "description": "the known weak spots: sparse, dynamic shapes, mixed-precision training",
-        "entries": ["sparse:standard", "dynamic-shapes:standard", "amp-train:standard"],
+        "description": "the known weak spots: sparse, dynamic shapes, mixed-precision training, and the numerics of "
+                       "whole models layer by layer against float64",
+        "entries": ["sparse:standard", "dynamic-shapes:standard", "amp-train:standard",
+                    {"cpu": "numerics:tiny", "accelerator": "numerics:mid"}],
     },
 }
 
