@@ -1,0 +1,199 @@
+"""Recall and precision of `gapbench scan` on the hand-labelled corpus (benchmarks/data/scan_corpus/*.toml).
+
+Fetches nothing: give it checkouts of the labelled repositories at the labelled commits.
+
+    python benchmarks/scan_corpus.py owner/name=PATH [owner/name=PATH ...] [--misses] [--by-rule]
+    python benchmarks/scan_corpus.py owner/name=PATH ... --held-out-once
+
+Each labelled file carries a split fixed before labelling (README.md in the corpus folder). By default only the
+development split is scored, and only its files are scanned and read. The held-out split is scored only with
+--held-out-once, and then only totals and counts per repository and per kind are printed: never a line, a
+missed label or a false alarm, so that nobody tunes the rules to it by accident.
+
+A labelled line is found when the scan reports at least one finding there that is not marked already ported; a
+line flagged (not as ported) without a label is a false alarm. A `ported` line counts as right when the scanner
+reports it as already ported or not at all; reported as a plain finding it is a false alarm.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+from gapbench.scan import scan
+
+CORPUS = Path(__file__).resolve().parent / "data" / "scan_corpus"
+DEVELOPMENT, HELD_OUT = "development", "held-out"
+
+
+@dataclass
+class Score:
+    files: int = 0
+    labelled: int = 0
+    found: int = 0
+    flagged: int = 0
+    false_alarms: int = 0
+    ported_lines: int = 0
+    ported_right: int = 0
+    misses: list[str] = field(default_factory=list)
+    alarms: list[str] = field(default_factory=list)
+    by_kind: Counter = field(default_factory=Counter)
+    found_by_kind: Counter = field(default_factory=Counter)
+    alarms_by_rule: Counter = field(default_factory=Counter)
+
+    def add(self, other: Score) -> None:
+        for name in ("files", "labelled", "found", "flagged", "false_alarms", "ported_lines", "ported_right"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.misses += other.misses
+        self.alarms += other.alarms
+        for name in ("by_kind", "found_by_kind", "alarms_by_rule"):
+            getattr(self, name).update(getattr(other, name))
+
+    @property
+    def recall(self) -> float:
+        return self.found / self.labelled if self.labelled else 1.0
+
+    @property
+    def precision(self) -> float:
+        return (self.flagged - self.false_alarms) / self.flagged if self.flagged else 1.0
+
+
+def load_corpus(folder: Path = CORPUS) -> dict[str, dict]:
+    """Repository name -> its corpus file's data (repo table and files)."""
+    out = {}
+    for path in sorted(folder.glob("*.toml")):
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        repo = data.get("repo", {})
+        if "name" in repo and "commit" in repo:
+            out[repo["name"]] = {"repo": repo, "files": data.get("file", []), "source": path.name}
+    return out
+
+
+def head_commit(path: Path) -> str | None:
+    try:
+        out = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=30)
+    except OSError:
+        return None
+    return out.stdout.strip() if out.returncode == 0 else None
+
+
+def scan_files(root: Path, paths: list[str]):
+    """The scan of only these files of a checkout: each is linked into a temporary tree at its own path, so that
+    nothing else of the repository (other splits' files among it) is read."""
+    with tempfile.TemporaryDirectory(prefix="gapbench-corpus-") as tmp:
+        for rel in paths:
+            src = root / rel
+            if not src.is_file():
+                print(f"warning: {root}: {rel} is missing", file=sys.stderr)
+                continue
+            dst = Path(tmp) / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            dst.write_bytes(src.read_bytes())
+        return scan(tmp, jobs=1, respect_gitignore=False)
+
+
+def score_files(report, files: list[dict]) -> Score:
+    plain: dict[str, dict[int, set[str]]] = {}
+    ported: dict[str, set[int]] = {}
+    for f in report.findings:
+        if getattr(f, "ported", False):
+            ported.setdefault(f.path, set()).add(f.line)
+        else:
+            plain.setdefault(f.path, {}).setdefault(f.line, set()).add(f.rule)
+    score = Score(files=len(files))
+    for entry in files:
+        path = entry["path"]
+        labels = {int(line): kind for line, kind in entry.get("labels", [])}
+        port_lines = {int(line) for line, _ in entry.get("ported", [])}
+        hits = plain.get(path, {})
+        score.labelled += len(labels)
+        score.flagged += len(hits)
+        for line, kind in sorted(labels.items()):
+            score.by_kind[kind] += 1
+            if line in hits:
+                score.found += 1
+                score.found_by_kind[kind] += 1
+            else:
+                score.misses.append(f"{path}:{line} [{kind}]")
+        for line in sorted(hits.keys() - labels.keys()):
+            score.false_alarms += 1
+            rules = ",".join(sorted(hits[line]))
+            score.alarms.append(f"{path}:{line} [{rules}]" + (" (a ported line)" if line in port_lines else ""))
+            score.alarms_by_rule.update(hits[line])
+        score.ported_lines += len(port_lines)
+        score.ported_right += len(port_lines - hits.keys())
+    return score
+
+
+def _row(name: str, commit: str, s: Score) -> str:
+    return (f"{name:<36} {commit:<12} {s.files:>5} {s.labelled:>8} {s.found:>6} {s.recall:>7.3f} {s.flagged:>7} "
+            f"{s.false_alarms:>6} {s.precision:>9.3f} {s.ported_right:>4}/{s.ported_lines:<4}")
+
+
+def parse_checkouts(parser: argparse.ArgumentParser, items: list[str], corpus: dict[str, dict]) -> dict[str, Path]:
+    paths: dict[str, Path] = {}
+    for item in items:
+        name, sep, path = item.partition("=")
+        if not sep or name not in corpus:
+            parser.error(f"{item!r}: expected OWNER/NAME=PATH with a labelled repository ({', '.join(corpus)})")
+        paths[name] = Path(path)
+    for name, root in paths.items():
+        head, want = head_commit(root), corpus[name]["repo"]["commit"]
+        if head is None:
+            print(f"note: {name}: {root} is not a git checkout; its commit is not checked", file=sys.stderr)
+        elif head != want:
+            parser.error(f"{name} is checked out at {head[:12]}, the labels are for {want[:12]}")
+    return paths
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("checkouts", nargs="+", metavar="OWNER/NAME=PATH")
+    p.add_argument("--corpus", type=Path, default=CORPUS)
+    p.add_argument("--split", choices=[DEVELOPMENT], default=DEVELOPMENT,
+                   help="the split to score with details (only the development split can be)")
+    p.add_argument("--held-out-once", action="store_true",
+                   help="score the held-out split instead: totals and counts per kind only, no lines")
+    p.add_argument("--misses", action="store_true", help="list every missed line and false alarm (development)")
+    p.add_argument("--by-rule", action="store_true", help="false alarms per rule (development)")
+    args = p.parse_args(argv)
+    if args.held_out_once and (args.misses or args.by_rule):
+        p.error("--held-out-once prints totals only: --misses and --by-rule are for the development split")
+    split = HELD_OUT if args.held_out_once else args.split
+    corpus = load_corpus(args.corpus)
+    paths = parse_checkouts(p, args.checkouts, corpus)
+    print(f"{split} split")
+    print(f"{'repository':<36} {'commit':<12} {'files':>5} {'labelled':>8} {'found':>6} {'recall':>7} "
+          f"{'flagged':>7} {'false':>6} {'precision':>9} ported")
+    total = Score()
+    for name, root in paths.items():
+        files = [f for f in corpus[name]["files"] if f.get("split") == split]
+        report = scan_files(root, [f["path"] for f in files])
+        s = score_files(report, files)
+        total.add(s)
+        print(_row(name, corpus[name]["repo"]["commit"][:12], s))
+        if split == DEVELOPMENT and args.misses:
+            for m in s.misses:
+                print(f"    missed      {m}")
+            for a in s.alarms:
+                print(f"    false alarm {a}")
+    print(_row("overall", "", total))
+    print("recall by kind: " + ", ".join(f"{k} {total.found_by_kind[k]}/{n}" for k, n in sorted(total.by_kind.items())))
+    if split == DEVELOPMENT and args.by_rule:
+        print("false alarms by rule: " + ", ".join(f"{r} {n}" for r, n in total.alarms_by_rule.most_common()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
