@@ -23,11 +23,8 @@ def add_arguments(p) -> None:
 def _this_cpu() -> specs.Spec | None:
     from gapbench import devices
 
-    ident = devices.host_identity()  # the verb reads this machine; specs only computes from what it is given
-    return specs.cpu_spec({"type": "cpu", "product": ident["cpu"], "isa": ident["isa"],
-                           "cpu_max_mhz": ident["cpu_max_mhz"], "cores": ident["cpu_affinity"],
-                           "physical_cores": ident["physical_cores"], "cpufreq": ident["cpufreq"],
-                           "memory_bytes": ident["memory_bytes"]})
+    facts = devices.host_identity()  # the verb reads this machine; specs only computes from what it is given
+    return specs.cpu_spec(specs.cpu_identity(facts))
 
 
 def main(args) -> int:

@@ -74,6 +74,8 @@ class Spec:
     logical_devices: int = 1
     estimate: bool = False  # computed, not published (the CPU)
     notes: str = ""
+    clock_mhz: float | None = None  # the CPU's: the clock its peaks are computed at
+    clock_source: str = ""  # where that clock comes from: CLOCK_CPUFREQ, CLOCK_MEASURED or CLOCK_NOMINAL
 
     def peak_tflops(self, dtype: str) -> float | None:
         d = normalize_dtype(dtype)
@@ -93,7 +95,7 @@ class Spec:
             "tdp_w": self.tdp_w, "price_usd_per_hour": self.price_usd_per_hour, "price_date": self.price_date,
             "price_source": self.price_source, "confidence": self.confidence, "source": self.source,
             "date": self.date, "logical_devices": self.logical_devices, "estimate": self.estimate,
-            "notes": self.notes,
+            "notes": self.notes, "clock_mhz": self.clock_mhz, "clock_source": self.clock_source,
         }
 
 
@@ -232,18 +234,55 @@ def cpu_flops_per_cycle(isa: list[str] | tuple[str, ...]) -> dict[str, int]:
     return out
 
 
-def _cpu_clock(identity: dict) -> tuple[float | None, str]:
-    """(MHz, what the note says about it): the measured clock where the OS reported only a nominal one."""
-    nominal = identity.get("cpufreq") is False
+# the recorded host facts a CPU peak is computed from (the results file's host section, or this machine's)
+CPU_HOST_FACTS = ("cpu_max_mhz", "isa", "physical_cores", "cpufreq", "cpu_measured_mhz", "cpu_clock_method")
+CLOCK_CPUFREQ, CLOCK_MEASURED, CLOCK_NOMINAL = "OS maximum (cpufreq)", "measured", "nominal"
+CLOCK_REPORTED = "as the OS reported it"  # a file from before gapbench recorded whether the OS had cpufreq
+
+
+def cpu_identity(host: dict, device: dict | None = None) -> dict:
+    """The identity a CPU's peak is computed from: the device section as recorded (if any), with the host facts
+    (clock, ISA, cores) merged in where it lacks them. The one join of host facts and device for every verb:
+    `specs` on this machine's facts, `run`, `compare` and `report` on a results file's."""
+    ident = {"type": "cpu", "product": host.get("cpu"), "cores": host.get("cpu_affinity") or host.get("cpu_count"),
+             "memory_bytes": host.get("memory_bytes")}
+    ident.update({k: v for k, v in (device or {}).items() if v is not None})
+    for k in CPU_HOST_FACTS:
+        if ident.get(k) is None and host.get(k) is not None:
+            ident[k] = host[k]
+    return ident
+
+
+def cpu_clock(identity: dict) -> tuple[float | None, str]:
+    """(MHz, its source): the OS's maximum where cpufreq reports one; where the OS reports only a nominal clock,
+    the clock gapbench measured where the run happened, else that nominal clock."""
+    nominal = identity.get("cpufreq") is not True
     measured = identity.get("cpu_measured_mhz") if nominal else None
-    mhz = measured or identity.get("cpu_max_mhz") or identity.get("max_mhz")
     if measured:
-        return mhz, (f"; the clock measured where it ran ({identity.get('cpu_clock_method') or 'dependent FMA chain'}):"
-                     f" the OS reported only a nominal {identity.get('cpu_max_mhz')} MHz")
-    if nominal:
-        return mhz, ("; no cpufreq where it ran (a VM?): the clock is the nominal one /proc/cpuinfo showed and boost "
-                     "can exceed it")
-    return mhz, ""
+        return float(measured), CLOCK_MEASURED
+    mhz = identity.get("cpu_max_mhz") or identity.get("max_mhz")
+    if not mhz:
+        return None, ""
+    if identity.get("cpufreq") is None:
+        return float(mhz), CLOCK_REPORTED
+    return float(mhz), CLOCK_NOMINAL if nominal else CLOCK_CPUFREQ
+
+
+def _clock_note(identity: dict, source: str) -> str:
+    if source == CLOCK_MEASURED:
+        return (f"; clock measured where it ran ({identity.get('cpu_clock_method') or 'dependent FMA chain'}):"
+                f" the OS reported only a nominal {fmt_mhz(identity.get('cpu_max_mhz'))}")
+    if source == CLOCK_NOMINAL:
+        return ("; clock nominal: no cpufreq maximum where it ran (a VM?) and none measured, so it is the clock "
+                "/proc/cpuinfo showed and boost can exceed it")
+    if source == CLOCK_REPORTED:
+        return ("; clock as the OS reported it (the run did not record whether that was cpufreq's maximum or a "
+                "nominal clock, which boost can exceed)")
+    return "; clock: the OS's maximum (cpufreq)"
+
+
+def fmt_mhz(mhz) -> str:
+    return f"{float(mhz):.0f} MHz" if isinstance(mhz, (int, float)) else "unknown"
 
 
 def _cpu_cores(identity: dict) -> tuple[int | None, str]:
@@ -251,14 +290,14 @@ def _cpu_cores(identity: dict) -> tuple[int | None, str]:
     physical = identity.get("physical_cores") or identity.get("cores")
     threads = identity.get("threads")
     if physical and isinstance(threads, int) and 0 < threads < physical:
-        return threads, f" (the {threads} threads the run used)"
+        return threads, f" (the {threads} thread{'s' * (threads != 1)} the run used)"
     return physical, ""
 
 
 def cpu_spec(identity: dict) -> Spec:
     """The CPU as a Spec: peaks computed from cores used x clock x FLOPs/cycle (an estimate).
 
-    Everything comes from the identity, as the run recorded it: 'isa', 'cpu_max_mhz' (compare merges it in
+    Everything comes from the identity, as the run recorded it: 'isa', 'cpu_max_mhz' (cpu_identity merges it in
     from the results file's host section when the device section lacks it), 'cpufreq' (whether that clock was
     the OS's maximum or only a nominal one) and 'cpu_measured_mhz' (the clock gapbench measured where only a
     nominal one was reported, used then), 'physical_cores' (else the logical 'cores'), limited to 'threads',
@@ -267,7 +306,8 @@ def cpu_spec(identity: dict) -> Spec:
     """
     product = str(identity.get("product") or "CPU")
     isa = identity.get("isa") or []
-    mhz, clock = _cpu_clock(identity)
+    mhz, source = cpu_clock(identity)
+    clock = _clock_note(identity, source) if mhz else ""
     cores, used = _cpu_cores(identity)
     tflops = {}
     if mhz and cores:
@@ -276,17 +316,24 @@ def cpu_spec(identity: dict) -> Spec:
     if row:
         tflops = {**tflops, **row.tflops}
     mem = identity.get("memory_bytes")
-    note = (f"estimate: {cores} cores{used} x {float(mhz):.0f} MHz x FLOPs/cycle for ISA {', '.join(isa) or 'unknown'}"
-            + clock if mhz and cores else "clock or core count unknown: no computed peak")
+    note = (f"estimate: {cores} core{'s' * (cores != 1)}{used} x {float(mhz):.0f} MHz ({source}) x FLOPs/cycle "
+            f"for ISA {', '.join(isa) or 'unknown'}" + clock if mhz and cores
+            else "clock or core count unknown: no computed peak")
     return Spec(
-        key=row.key if row else "cpu", name=product, vendor=str(identity.get("vendor") or ""), type="cpu",
-        tflops=tflops, memory_gb=round(mem / 1e9, 1) if mem else None,
+        name=product, vendor=str(identity.get("vendor") or ""), type="cpu", tflops=tflops,
+        memory_gb=round(mem / 1e9, 1) if mem else None,
         bandwidth_tbs=identity.get("memory_bandwidth_tbs") or (row.bandwidth_tbs if row else None),
-        tdp_w=row.tdp_w if row else None, price_usd_per_hour=row.price_usd_per_hour if row else None,
-        price_date=row.price_date if row else None, price_source=row.price_source if row else None,
-        confidence="low", source=row.source if row else "computed by gapbench.specs.cpu_spec",
-        date=row.date if row else "", arch=identity.get("arch"), estimate=True, notes=note,
+        confidence="low", arch=identity.get("arch"), estimate=True, notes=note,
+        clock_mhz=mhz if mhz and cores else None, clock_source=source if mhz and cores else "", **_cpu_row_facts(row),
     )
+
+
+def _cpu_row_facts(row: Spec | None) -> dict:
+    """What a user's `type = "cpu"` spec row adds to the computed CPU spec: its key, power, price and source."""
+    if row is None:
+        return {"key": "cpu", "source": "computed by gapbench.specs.cpu_spec", "date": ""}
+    return {"key": row.key, "tdp_w": row.tdp_w, "price_usd_per_hour": row.price_usd_per_hour,
+            "price_date": row.price_date, "price_source": row.price_source, "source": row.source, "date": row.date}
 
 
 # ---- published reference results ----------------------------------------------------------------------
