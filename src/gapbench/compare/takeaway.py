@@ -11,14 +11,18 @@ BOUNDS = ("compute", "memory", "other")
 
 
 def ridge_of(platforms, baseline: int, dtype: str) -> tuple[float, str]:
-    """The ridge point (FLOP/byte) for dtype: the baseline's spec first, then any other, else a default."""
+    """The ridge point (FLOP/byte) for dtype, of a device that measured the row: the baseline's spec first, then
+    another measured platform's, else the default of the measured devices' class. Never a published reference's:
+    a row measured on a CPU is compute- or memory-bound by the CPU's roofline, not by the H100's it is held
+    against."""
     order = [baseline] + [i for i in range(len(platforms)) if i != baseline]
-    for i in order:
+    measured = [i for i in order if not platforms[i].reference] or order
+    for i in measured:
         sp = platforms[i].spec
         r = sp.ridge(dtype) if sp else None
         if r:
             return r, f"{platforms[i].name} {dtype}"
-    kind = platforms[baseline].result_set.device.get("type")
+    kind = platforms[measured[0]].result_set.device.get("type")
     cls = "cpu" if kind == "cpu" else "accelerator"
     return DEFAULT_RIDGE[cls], f"default for {cls}"
 

@@ -16,7 +16,10 @@ from gapbench.report.kit import (
     frontier_lines,
     frontier_table,
     html_table,
+    mark_line,
+    marks_used,
     takeaway_lines,
+    verdict_lines,
 )
 from gapbench.results import now_iso
 
@@ -33,7 +36,9 @@ table{border-collapse:collapse;margin:6px 0 10px;font-size:13px}th,td{border:1px
 .env td{max-width:420px;word-break:break-all}.env td.differs:first-child{font-weight:600}
 svg{background:#fff;max-width:100%;height:auto}svg .axis{font-size:11px;fill:#444}svg .lbl{font-size:11px;fill:#222}
 svg .val{font-size:11px;fill:#222}svg .grid{stroke:#eee;stroke-width:1}.plots{display:flex;flex-wrap:wrap;gap:18px}
-figure{margin:0}figcaption{font-size:12px;color:#555}
+figure{margin:0}figcaption{font-size:12px;color:#555;max-width:720px}
+.verdict{background:#f6f8fb;border:1px solid #c9d3e0;padding:4px 14px 8px;margin:12px 0}.verdict h2{border:0;margin:8px 0 4px}
+.verdict ul{margin:4px 0 6px;padding-left:20px}.verdict li{margin:2px 0}p.marks{margin:8px 0 0}ul.marks{font-size:13px;color:#333}
 """
 
 
@@ -47,8 +52,9 @@ def render_html(comp: Comparison, title: str = "gapbench report") -> str:
         f"<h1>{escape(title)}</h1>",
         f'<p class="muted">gapbench {escape(__version__)} · generated {escape(now_iso())} · baseline '
         f"<b>{escape(comp.base.name)}</b> · values: median [95% CI] · gap &gt; 0 means better than the baseline (in "
-        "speed, whatever the unit's direction); ≈ marks a gap whose 95% confidence intervals overlap.</p>",
+        "speed, whatever the unit's direction).</p>",
     ]
+    parts += _verdict(comp)
     parts += [f'<div class="warn">warning: {escape(w)}</div>' for w in comp.warnings]
     parts.append("<h2>Inputs</h2>")
     parts.append(html_table(tables.Table(
@@ -59,7 +65,9 @@ def render_html(comp: Comparison, title: str = "gapbench report") -> str:
           p.result_set.suite or "—", p.result_set.run_id] for p in comp.platforms], text_columns=6)))
     parts.append("<h2>Gap table</h2>")
     parts.append(html_table(tables.gap_table(comp), "gaps"))
-    parts.append("<ul>" + "".join(f"<li>{escape(t)}</li>" for t in takeaway_lines(comp)) + "</ul>")
+    verdict = set(verdict_lines(comp))  # said at the top already
+    parts.append("<ul>" + "".join(f"<li>{escape(t)}</li>" for t in takeaway_lines(comp, marks=False)
+                                  if t not in verdict) + "</ul>")
     if len(comp.platforms) > 1:
         parts.append("<h2>Gaps</h2>")
         parts.append(svg.gap_bars(comp))
@@ -80,6 +88,20 @@ def render_html(comp: Comparison, title: str = "gapbench report") -> str:
     parts.append('<p class="muted">Fields that differ between the inputs come first, in bold.</p>')
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
+
+
+def _verdict(comp: Comparison) -> list[str]:
+    """The answer first: who leads on what, by how much, and what every mark on the page means (defined here once)."""
+    lines = verdict_lines(comp)
+    out = ['<section class="verdict"><h2>Verdict</h2>']
+    out.append("<ul>" + "".join(f"<li>{escape(t)}</li>" for t in lines) + "</ul>" if lines else
+               '<p class="muted">One input: values only, no gaps.</p>')
+    marks = marks_used(comp)
+    if marks:
+        out.append('<p class="marks"><b>Marks</b></p><ul class="marks">'
+                   + "".join(f"<li>{escape(mark_line(m))}</li>" for m in marks) + "</ul>")
+    out.append("</section>")
+    return out
 
 
 def _curves(comp: Comparison) -> list[str]:

@@ -36,6 +36,47 @@ def fmt_pct(x: float) -> str:
     return f"{x:+.1f}%".replace("-", MINUS)
 
 
+RATIO_FROM = 10.0  # from ten times faster or slower a gap is said as a ratio: −99.95% reads as zero, ×2,100 does not
+
+
+def fmt_ratio(r: float) -> str:
+    """'2,100', '35', '12.5': a ratio to two or three significant figures, thousands separated."""
+    if r >= 100:
+        digits = math.floor(math.log10(r)) - 1
+        return f"{round(r, -digits):,.0f}"
+    return f"{r:.3g}"
+
+
+def ratio_of(pct: float) -> float:
+    """The speed ratio a gap in % stands for: +100% is 2, −50% is 0.5."""
+    return 1.0 + pct / 100.0
+
+
+def is_extreme(pct: float | None) -> bool:
+    if pct is None:
+        return False
+    r = ratio_of(pct)
+    return r <= 0 or r >= RATIO_FROM or r <= 1.0 / RATIO_FROM
+
+
+def fmt_gap_value(pct: float) -> str:
+    """A gap as people say it: '+12.0%' or '−45.3%', and from ten times apart as a ratio, '×2,100 slower',
+    '×35 faster' (a percentage near −100% hides how far apart two platforms are)."""
+    r = ratio_of(pct)
+    if not is_extreme(pct) or r <= 0:
+        return fmt_pct(pct)
+    return f"×{fmt_ratio(r)} faster" if r > 1 else f"×{fmt_ratio(1.0 / r)} slower"
+
+
+def fmt_gap_interval(pct: float, lo: float, hi: float) -> str:
+    """The interval of a gap in the form of its value: '[+60.0%, +150.4%]', or '[×1,900, ×2,300]' for a ratio."""
+    if is_extreme(pct) and ratio_of(lo) > 0 and ratio_of(hi) > 0:
+        a, b = ratio_of(lo), ratio_of(hi)
+        a, b = (1 / b, 1 / a) if ratio_of(pct) < 1 else (a, b)
+        return f"[×{fmt_ratio(a)}, ×{fmt_ratio(b)}]"
+    return f"[{fmt_pct(lo)}, {fmt_pct(hi)}]"
+
+
 def fmt_size(n: float) -> str:
     for unit, f in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= f:
@@ -43,27 +84,28 @@ def fmt_size(n: float) -> str:
     return f"{n:g} B"
 
 
-def interval_text(ci: tuple[float, float] | list[float] | None, level: float = 0.95) -> str:
+def interval_text(ci: tuple[float, float] | list[float] | None, level: float = 0.95, named: bool = False) -> str:
     """'[lo, hi]': an interval as it is, never folded into a ± that would misstate an asymmetric one; its
-    coverage beside it when that is below 95% ('[lo, hi] 75%')."""
+    coverage beside it when that is below 95% ('[lo, hi] 75%'; named: '[lo, hi] 75% CI', where a % of peak
+    stands near and a bare percentage would read as one)."""
     if not ci:
         return ""
     text = f"[{fmt_num(ci[0])}, {fmt_num(ci[1])}]"
-    return text if level >= 0.95 else f"{text} {level:.0%}"
+    return text if level >= 0.95 else f"{text} {level:.0%}{' CI' if named else ''}"
 
 
-def stats_text(value: float | None, stats) -> str:
+def stats_text(value: float | None, stats, named: bool = False) -> str:
     """A median and its confidence interval: 'v [lo, hi]' (with its coverage when below 95%); the value alone
     without an interval of n > 1."""
     s = fmt_num(value)
     if stats is not None and stats.n > 1:
-        s += " " + interval_text(stats.ci95, getattr(stats, "ci_level", 0.95))
+        s += " " + interval_text(stats.ci95, getattr(stats, "ci_level", 0.95), named)
     return s
 
 
 def measurement_text(m) -> str:
-    """A measurement's value with its interval, or '-' when it has none."""
-    return stats_text(m.value, m.stats) if m.ok else "-"
+    """A measurement's value with its interval (its coverage named when below 95%), or '-' when it has none."""
+    return stats_text(m.value, m.stats, named=True) if m.ok else "-"
 
 
 def variant_text(variant: dict) -> str:
@@ -87,7 +129,7 @@ def one_line(text: str, limit: int = 300) -> str:
 # ---- a comparison's cells, gaps and rows ---------------------------------------------------------------
 
 def cell_text(cell) -> str:
-    return stats_text(cell.value, cell.measurement.stats) if cell.status == "ok" else cell.status
+    return stats_text(cell.value, cell.measurement.stats, named=True) if cell.status == "ok" else cell.status
 
 
 def gap_text(gap, interval: bool = False) -> str:
@@ -95,11 +137,11 @@ def gap_text(gap, interval: bool = False) -> str:
     disturbed host); with interval=True also the gap's interval and, for single runs, that they are single."""
     if gap.pct is None:
         return gap.status or "n/a"
-    text = ("≈ " if gap.overlap else "") + fmt_pct(gap.pct)
+    text = ("≈ " if gap.overlap else "") + fmt_gap_value(gap.pct)
     if gap.overlap is None:
         text += FLAGGED_MARK if gap.flagged else NO_CI_MARK
     if interval and gap.lo is not None and gap.hi is not None:
-        text += f" [{fmt_pct(gap.lo)}, {fmt_pct(gap.hi)}]"
+        text += " " + fmt_gap_interval(gap.pct, gap.lo, gap.hi)
         if gap.basis == "single run":
             text += " (single run)"
     return text
@@ -129,6 +171,34 @@ def published_text(pg) -> str:
     return text
 
 
+# every mark a gap or a value can carry, defined once: the terminal's and Markdown's takeaway and the report's
+# legend all print these sentences (the rule is compare.gaps.judge's)
+MARKS = {
+    "≈": "within noise: the gap's 95% interval holds 0 (an interval between runs, or, for single runs, from the "
+         "run-to-run spread), so it could be noise",
+    NO_CI_MARK: "no verdict: one side has no runs to judge by (a published figure), so its significance is "
+                "unknown; such rows are counted apart, never as a lead",
+    FLAGGED_MARK: "no verdict: a side was measured on a disturbed host (the host watch flagged it: busy, stolen or "
+                  "throttled); --allow-flagged to judge it anyway",
+    "!": "above 100% of the peak: the peak figure is too low there (for a CPU, an estimate), so read its % of peak "
+         "as relative only",
+    "×": "a gap of ten times or more, said as a ratio (×2,100 slower) rather than as a percentage near −100%",
+}
+
+
+def marks_used(comp) -> list[str]:
+    """The marks a comparison's tables show, in MARKS order."""
+    t = comp.takeaway
+    gaps = [g for r in comp.rows for g in r.gaps.values()]
+    used = {"≈": t.any_noise, NO_CI_MARK: t.any_unknown, FLAGGED_MARK: t.any_flagged, "!": bool(t.over_peak),
+            "×": any(is_extreme(g.pct) for g in gaps)}
+    return [m for m in MARKS if used[m]]
+
+
+def mark_line(mark: str) -> str:
+    return f"{mark} {MARKS[mark]}."
+
+
 def peak_text(cell) -> str:
     if cell.pct_peak is None:
         return "—"
@@ -143,7 +213,8 @@ BOUND_TITLES = {"compute": "compute-bound", "memory": "memory-bound", "other": "
 
 def _class_sentence(lead, me: str, base: str) -> str:
     title = BOUND_TITLES[lead.bound]
-    rng = fmt_pct(lead.lo) if lead.lo == lead.hi else f"{fmt_pct(lead.lo)} to {fmt_pct(lead.hi)}"
+    rng = (fmt_gap_value(lead.lo) if lead.lo == lead.hi
+           else f"{fmt_gap_value(lead.lo)} to {fmt_gap_value(lead.hi)}")
     n = lead.rows
     rows_word = f"row{'s' * (n > 1)}"
     unknown = f", {lead.unknown} of unknown significance ({NO_CI_MARK})" if lead.unknown else ""
@@ -171,8 +242,8 @@ def _class_sentence(lead, me: str, base: str) -> str:
     return f"{title}: {leader} leads on {k} of {n} {rows_word}{extra_s}, gap {rng}"
 
 
-def takeaway_lines(comp) -> list[str]:
-    """The takeaway of a comparison as sentences."""
+def verdict_lines(comp) -> list[str]:
+    """The verdict in one sentence per non-baseline platform: who leads on which class of rows, by how much."""
     t = comp.takeaway
     base = comp.base.name
     lines = []
@@ -183,13 +254,21 @@ def takeaway_lines(comp) -> list[str]:
             parts.append(f"{pt.not_comparable} row{'s' * (pt.not_comparable > 1)} not comparable (missing or failed)")
         if parts:
             lines.append(f"{me} vs {base}: " + "; ".join(parts) + ".")
+    return lines
+
+
+def takeaway_lines(comp, marks: bool = True) -> list[str]:
+    """The takeaway of a comparison as sentences; marks=False leaves out the marks' definitions (a renderer
+    that shows them in a legend of its own, once)."""
+    t = comp.takeaway
+    lines = verdict_lines(comp)
     if t.ridges:
         ridges = "; ".join(f"{'/'.join(ds)}: {fmt_num(r, 3)} FLOP/byte ({src})" for ds, r, src in t.ridges)
         lines.append(f"Compute- vs memory-bound by arithmetic intensity against the ridge point — {ridges}.")
     for i in t.over_peak:
         p = comp.platforms[i]
-        why = (" (a CPU estimate: the clock the OS reports may be the base clock, e.g. in a VM without cpufreq, "
-               "and boost runs above it)" if p.spec is not None and p.spec.estimate else "")
+        why = (" (a CPU estimate" + (f"; its clock: {p.spec.clock_source}" if p.spec.clock_source else "")
+               + ", and boost can run above a nominal clock)" if p.spec is not None and p.spec.estimate else "")
         lines.append(f"! {p.name}: some rows exceed 100% of the peak{why}; the peak figure is too low there, so "
                      "read its % of peak as relative only.")
     if "runs" in t.bases:
@@ -200,14 +279,8 @@ def takeaway_lines(comp) -> list[str]:
         lines.append("Single runs: the interval assumes the run-to-run spread of the device class"
                      + (f" ({spreads})" if spreads else "") + " or the spread the history measured for the row; "
                      "measure with --runs 3 (or several files per platform) to judge small gaps.")
-    if t.any_noise:
-        lines.append("≈ marks a gap whose interval holds 0: it could be noise.")
-    if t.any_flagged:
-        lines.append(f"{FLAGGED_MARK} a side was measured on a disturbed host (the host watch flagged it: busy, "
-                     "stolen or throttled): no verdict; --allow-flagged to judge it anyway.")
-    if t.any_unknown:
-        lines.append(f"{NO_CI_MARK} one side has no runs to judge by (a published figure): significance unknown; "
-                     "such rows are counted apart, never as a lead.")
+    if marks:
+        lines += [mark_line(m) for m in marks_used(comp) if m != "!"]
     if t.any_published:
         lines.append("Published gaps are as reported, not measured by gapbench.")
     lines += datasheet_lines(comp)

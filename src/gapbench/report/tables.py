@@ -46,7 +46,7 @@ def _gap_row(comp, r, others, merge_peak: bool, show_peak: bool, has_published: 
     row = [row_label(r), r.unit + ("" if r.higher_is_better else " (lower is better)"), r.bound]
     style = ["", "", ""]
     for c in r.cells:
-        row.append(cell_text(c) + (f" ({peak_text(c)})" if merge_peak and c.pct_peak is not None else ""))
+        row.append(cell_text(c) + (f" ({merged_peak_text(c)})" if merge_peak and c.pct_peak is not None else ""))
         style.append("" if c.status == "ok" else STYLE_STATUS)
         if show_peak:
             row.append(peak_text(c))
@@ -60,6 +60,12 @@ def _gap_row(comp, r, others, merge_peak: bool, show_peak: bool, has_published: 
                    or "—")
         style.append("")
     return row, style
+
+
+def merged_peak_text(cell) -> str:
+    """% of peak inside a value cell, said as what it is: '66.3% of peak', '12.0% MFU'."""
+    text = peak_text(cell)
+    return text if cell.peak_kind == "MFU" else f"{text} of peak"
 
 
 def efficiency_table(comp: Comparison) -> Table | None:
