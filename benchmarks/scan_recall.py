@@ -5,8 +5,9 @@ Fetches nothing: give it checkouts of the labelled repositories at the labelled 
     python benchmarks/scan_recall.py karpathy/nanoGPT=/src/nanoGPT karpathy/llm.c=/src/llm.c \\
         jzhang38/TinyLlama=/src/TinyLlama [--misses]
 
-A labelled line counts as found when the scanner reports at least one finding on it; a flagged line in a
-labelled file that carries no label is a false alarm. Files that are not labelled are not counted either way.
+A labelled line counts as found when the scanner reports at least one finding on it, or on the statement it
+belongs to (these labels mark every line of a statement spread over several, the scanner reports a statement
+once, at its first flagged line); a flagged line in a labelled file that carries no label is a false alarm. Files that are not labelled are not counted either way.
 Scores are given per split of the labels: the files the rules were developed on, and the held-out files.
 """
 
@@ -68,8 +69,10 @@ def head_commit(path: Path) -> str | None:
 
 def score_repo(report, files: list[dict]) -> Score:
     flagged: dict[str, set[int]] = {}
+    covered: dict[str, set[int]] = {}    # every line of a flagged statement
     for f in report.findings:
         flagged.setdefault(f.path, set()).add(f.line)
+        covered.setdefault(f.path, set()).update(range(f.line, max(f.line, f.last_line) + 1))
     score = Score()
     for entry in files:
         path = entry["path"]
@@ -79,7 +82,7 @@ def score_repo(report, files: list[dict]) -> Score:
         score.flagged += len(hits)
         for line, kind in sorted(labels.items()):
             score.by_kind[kind] += 1
-            if line in hits:
+            if line in covered.get(path, ()):
                 score.found += 1
                 score.found_by_kind[kind] += 1
             else:

@@ -61,8 +61,7 @@ def test_cudnn_frontend_through_a_namespace_alias_and_vendor_enums(report):
         (5, "cpp-cudnn-frontend"),                                   # namespace fe = cudnn_frontend;
         (7, "cpp-cudnn"), (11, "cpp-cudnn"), (12, "cpp-cudnn"),      # cudnnHandle_t, cudnnStatus_t, CUDNN_STATUS_*
         (16, "cpp-cudnn-frontend"), (17, "cpp-cudnn-frontend"),      # fe::graph::Graph, set_io_data_type, fe::DataType_t
-        (18, "cpp-cudnn-frontend"), (19, "cpp-cudnn-frontend"),
-        (20, "cpp-cudnn-frontend"),                                  # .set_dim(...) continuing the chain
+        (19, "cpp-cudnn-frontend"),                                  # a builder chain is one statement: 17-18, 19-20
         (21, "cpp-cudnn-frontend"), (22, "cpp-cudnn-frontend"),      # SDPA_attributes, graph->sdpa
         (23, "cpp-cudnn-frontend"),                                  # graph->validate()
         (27, "cpp-cublas"), (28, "cpp-cublas"), (29, "cpp-cublas"),  # cublasStatus_t, CUDA_R_16BF, CUBLASLT_EPILOGUE_*

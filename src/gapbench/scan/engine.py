@@ -118,9 +118,9 @@ class Matcher:
             res.notes.append(Note(entry.rel, f"not UTF-8 (byte {e.start}): decoded with replacement characters"))
             return data.decode("utf-8", errors="replace")
 
-    def _matches(self, rel: str, kinds: tuple[str, ...], text: str, res: FileResult) -> list[tuple[str, int, int, str]]:
-        """(rule id, line, 0-based column, text) from every matcher the file's kinds call for."""
-        raw: list[tuple[str, int, int, str]] = []
+    def _matches(self, rel: str, kinds: tuple[str, ...], text: str, res: FileResult) -> list[tuple[str, int, int, str, bool, int]]:
+        """(rule id, line, 0-based column, text, ported, last line) from every matcher the file's kinds call for."""
+        raw: list[tuple[str, int, int, str, bool, int]] = []
         name = rel.rsplit("/", 1)[-1]
         if "python" in kinds:
             present = self.python.gate(text)
@@ -129,17 +129,17 @@ class Matcher:
         if "notebook" in kinds:
             raw += scan_notebook(rel, text, self.python, self.text, res.notes)
         if "cpp" in kinds or ("cpp?" in kinds and CPP_CUDA_HINT.search(text)):
-            raw += [(m.rule.id, m.line, m.col, m.text) for m in self.cpp.match(name, text)]
+            raw += [(m.rule.id, m.line, m.col, m.text, m.ported, m.last) for m in self.cpp.match(name, text)]
         for kind in ("deps", "build"):
             if kind in kinds:
                 masked = mask_hash_comments(text)
                 if kind == "build" and is_makefile(name):
                     masked = mask_make_messages(masked)
-                raw += [(m.rule.id, m.line, m.col, m.text) for m in self.text.match(kind, name, masked)]
+                raw += [(m.rule.id, m.line, m.col, m.text, False, 0) for m in self.text.match(kind, name, masked)]
         return raw
 
     def _python(self, rel: str, text: str, res: FileResult,
-                present: frozenset[str] | None = None) -> list[tuple[str, int, int, str]]:
+                present: frozenset[str] | None = None) -> list[tuple[str, int, int, str, bool, int]]:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")     # invalid escape sequences etc. in the scanned code
@@ -155,7 +155,7 @@ class Matcher:
             except RecursionError:
                 res.notes.append(Note(rel, "Python too deeply nested to walk: fell back to a text scan"))
                 matches = self.python.fallback(text)
-        return [(m.rule.id, m.line, m.col, m.text) for m in matches]
+        return [(m.rule.id, m.line, m.col, m.text, m.ported, m.last) for m in matches]
 
 
 def _apply_suppressions(rel: str, text: str, raw) -> tuple[list[Finding], int]:
@@ -163,7 +163,7 @@ def _apply_suppressions(rel: str, text: str, raw) -> tuple[list[Finding], int]:
     marks: dict[int, re.Match | None] = {}     # a line's suppression comment, searched once however many findings
     out, suppressed, seen = [], 0, set()
     marked = "gapbench:" in text       # once: searching the text for each finding would be quadratic
-    for rule, line, col, shown in raw:
+    for rule, line, col, shown, ported, last in raw:
         key = (line, col, rule)
         if key in seen:
             continue
@@ -178,7 +178,7 @@ def _apply_suppressions(rel: str, text: str, raw) -> tuple[list[Finding], int]:
                                                 for g in m.group(1).split(",") if g.strip())):
                 suppressed += 1
                 continue
-        out.append(Finding(rel, line, col + 1, rule, _short(shown)))
+        out.append(Finding(rel, line, col + 1, rule, _short(shown), ported, last if last > line else 0))
     return out, suppressed
 
 

@@ -12,6 +12,8 @@ class Finding:
     column: int     # 1-based, in characters
     rule: str
     text: str       # the matched source text, shortened
+    ported: bool = False    # in a branch that already is the port: kept by a migration, not counted
+    last_line: int = 0      # the last line of the statement the finding stands for (0: the finding's line)
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,11 @@ from __future__ import annotations
 import re
 
 from gapbench.scan import cuda_api
+from gapbench.scan.branches import cpp_port_lines, in_ranges
 from gapbench.scan.match_python import _line_starts, _position, _short
 from gapbench.scan.match_text import TextMatch, TextRules, mask_c_code
 from gapbench.scan.rules import Rule, RuleSet
+from gapbench.scan.statements import collapse, cpp_may_share, cpp_units
 
 # `namespace fe = cudnn_frontend;`, `namespace cg = ::cooperative_groups::experimental;`
 _NAMESPACE_ALIAS = re.compile(r"\bnamespace\s+(\w+)\s*=\s*(?:::\s*)?(\w+)[\w:\s]*;")
@@ -23,6 +25,7 @@ class CppRules:
         self._api: cuda_api.CudaApi | None = None
         self._namespaces: re.Pattern | None = None
         self._members: dict[str, re.Pattern] = {}
+        self.exempt = frozenset(r.id for r in ruleset.rules.values() if r.each)
 
     def match(self, name: str, text: str) -> list[TextMatch]:
         masked, code = mask_c_code(text)
@@ -30,6 +33,13 @@ class CppRules:
         found = self.text.match("cpp", name, masked, starts)
         if self.by_library:
             found += _ApiMatch(self, code, starts).run()
+        if not found:
+            return found
+        found = _one_per_statement(found, text, code, starts, self.exempt)
+        ported = cpp_port_lines(masked)
+        if ported:
+            for m in found:
+                m.ported = in_ranges(ported, m.line)
         return found
 
     @property
@@ -113,3 +123,21 @@ class _ApiMatch:
                 library = spaces.get(m.group(1)) or aliases[m.group(1)]
                 self.used.add(library)
                 self._add(self.rules.rule_for(library, True), m.start(), m.group(0))
+
+
+def _one_per_statement(found: list[TextMatch], text: str, code: str, starts: list[int],
+                       exempt: frozenset[str]) -> list[TextMatch]:
+    """Findings on later lines of one C/C++ statement moved to its first flagged line (one per rule there). The
+    file is parsed only when two flagged lines could be one statement."""
+    lines = sorted({m.line for m in found})
+    if len(lines) < 2 or not cpp_may_share(code, starts, lines):
+        return found
+    units = cpp_units(text, [(m.line, m.col) for m in found])
+    items = [(m.rule.id, m.line, m.col, m) for m in found]
+    out = []
+    for _, line, col, m, last in collapse(items, lambda it: units.get((it[3].line, it[3].col)), exempt,
+                                          text.split("\n")):
+        if line != m.line or last != line:
+            m = TextMatch(m.rule, line, col, m.text, last=last)
+        out.append(m)
+    return out

@@ -108,21 +108,21 @@ def _python_matches(rel: str, source: str, python: PythonRules, notes: list[Note
 
 
 def scan_notebook(rel: str, text: str, python: PythonRules, textrules: TextRules,
-                  notes: list[Note]) -> list[tuple[str, int, int, str]]:
-    """(rule id, line in the .ipynb file, 0-based column, text) for every match in the notebook's code."""
+                  notes: list[Note]) -> list[tuple[str, int, int, str, bool, int]]:
+    """(rule id, line in the .ipynb file, 0-based column, text, ported) for every match in the notebook's code."""
     nb = _load(rel, text, notes)
     if nb is None:
         return []
     src = _sources(nb, text)
-    out: list[tuple[str, int, int, str]] = []
+    out: list[tuple[str, int, int, str, bool, int]] = []
     source = "\n".join(src.code)
     if source.strip() and python.worth_parsing(source):
         for m in _python_matches(rel, source, python, notes):
-            out.append((m.rule.id, *_place(src.code_at, m.line, m.col), m.text))
+            out.append((m.rule.id, *_place(src.code_at, m.line, m.col), m.text, m.ported, 0))
     if src.shell:
         masked = mask_hash_comments("\n".join(src.shell))
         for m in textrules.match("build", "notebook.sh", masked):
-            out.append((m.rule.id, *_place(src.shell_at, m.line, m.col), m.text))
+            out.append((m.rule.id, *_place(src.shell_at, m.line, m.col), m.text, False, 0))
     return out
 
 

@@ -7,7 +7,9 @@ import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
+from gapbench.scan.branches import in_ranges, python_port_lines
 from gapbench.scan.rules import Rule, RuleSet
+from gapbench.scan.statements import collapse, python_units, unit_of_lines
 
 _KEY_PARTS = ("cuda", "cudnn", "nccl", "nvtx")
 _STRING_LITERAL = re.compile(r"""(?P<q>'''|\"\"\"|'|")(?P<body>(?:\\.|(?!(?P=q)).)*?)(?P=q)""", re.DOTALL)
@@ -29,6 +31,8 @@ class PythonMatch:
     line: int
     col: int    # 0-based character column
     text: str
+    ported: bool = False    # inside a branch that already is the port (if torch.version.hip: ...)
+    last: int = 0           # the last line of the statement it stands for (0: its own line)
 
 
 class PythonRules:
@@ -40,6 +44,7 @@ class PythonRules:
         self.import_uses: dict[str, Rule] = {}     # python-import rules whose every use is a finding too
         self.methods: dict[str, Rule] = {}
         self.strings: list[Rule] = []
+        self.exempt = frozenset(r.id for r in ruleset.rules.values() if r.each)
         hints: set[str] = set()
         # (literal, confirming regex or None): a file is parsed only when some literal occurs (a fast `in`)
         # and its regex, if any, matches. An import rule needs its top module after `import` or `from`.
@@ -205,19 +210,30 @@ class _FileMatch:
         self.handled: set[int] = set()      # ids of nodes already reported (inner parts of a dotted chain)
         self.docstrings: set[int] = set()
         self.strings: list[Rule] = []
+        self.parents: dict[int, ast.AST] = {}
 
     def run(self, literals: tuple[str, ...]) -> list[PythonMatch]:
         found: set[str] = set()
         walk_lines = _lines_with(literals, self.text, self.starts, found)
         if self.rules._walk_rx is not None:
             walk_lines = sorted(set(walk_lines) | set(_lines_of(self.rules._walk_rx, self.text, self.starts)))
-        nodes = _pruned_walk(self.tree, walk_lines)
+        nodes = _pruned_walk(self.tree, walk_lines, self.parents)
         self._imports(nodes)    # first: aliases are flow-insensitive, one anywhere in the file counts everywhere
         nodes += self._alias_nodes(nodes)
         self.strings = self.rules.strings_for(self.text, found)
         for node in nodes:
             self._visit(node)
-        return self.found
+        return self._per_statement(nodes) if self.found else self.found
+
+    def _per_statement(self, nodes: list[ast.AST]) -> list[PythonMatch]:
+        """One finding per rule and statement, at its first flagged line; findings in a port branch marked."""
+        lines = sorted({m.line for m in self.found})
+        spans = unit_of_lines(python_units(nodes), lines)
+        items = [(m.rule.id, m.line, m.col, m.text, m.rule) for m in self.found]
+        merged = collapse(items, lambda it: spans.get(it[1]), self.rules.exempt, self.lines)
+        ported = python_port_lines(nodes)
+        return [PythonMatch(rule, line, col, shown, bool(ported) and in_ranges(ported, line), last)
+                for _, line, col, shown, rule, last in merged]
 
     def _col(self, lineno: int, byte_col: int) -> int:
         # ast columns count UTF-8 bytes; findings count characters.
@@ -233,7 +249,7 @@ class _FileMatch:
     # ------------------------------------------------------------ imports and aliases
 
     def _imports(self, nodes: list[ast.AST]) -> None:
-        reported: set[tuple[int, str]] = set()    # one finding per import statement and rule
+        reported: set[tuple[int, str]] = set()    # one finding per line of an import and rule
         for node in nodes:
             if isinstance(node, ast.Import):
                 for a in node.names:
@@ -257,8 +273,8 @@ class _FileMatch:
     def _report_import(self, node: ast.AST, a: ast.alias, full: str, shown: str,
                        reported: set[tuple[int, str]]) -> None:
         hit = self.rules._longest(self.rules.imports, full) or self.rules._longest(self.rules.attr, full)
-        if hit and not hit[1].keyword and (id(node), hit[1].id) not in reported:
-            reported.add((id(node), hit[1].id))
+        if hit and not hit[1].keyword and (a.lineno, hit[1].id) not in reported:
+            reported.add((a.lineno, hit[1].id))
             self._add(hit[1], a.lineno, a.col_offset, shown)
 
     def _alias_nodes(self, nodes: list[ast.AST]) -> list[ast.AST]:
@@ -270,7 +286,7 @@ class _FileMatch:
             return []
         rx = re.compile(r"\b(?:" + "|".join(map(re.escape, hidden)) + r")\b")
         seen = {id(n) for n in nodes}
-        return [n for n in _pruned_walk(self.tree, _lines_of(rx, self.text, self.starts)) if id(n) not in seen]
+        return [n for n in _pruned_walk(self.tree, _lines_of(rx, self.text, self.starts), self.parents) if id(n) not in seen]
 
     # ------------------------------------------------------------ the nodes
 
@@ -311,17 +327,45 @@ class _FileMatch:
         if dotted is None:
             return
         self._mark_inner(node)
+        if isinstance(node, ast.Name) and (not isinstance(node.ctx, ast.Load) or not self._runs(node)):
+            return      # a name bound again (`X = None` after a failed import) or passed along is not a use
         q = _qualify(dotted, self.aliases)
         if q:
             hit = self.rules._longest(self.rules.attr, q)
             if hit and not hit[1].keyword:
                 self._add(hit[1], node.lineno, node.col_offset, dotted)
-            elif not hit and (used := self.rules._longest(self.rules.import_uses, q)):
+            elif not hit and (used := self.rules._longest(self.rules.import_uses, q)) and self._is_use(node):
                 self._add(used[1], node.lineno, node.col_offset, dotted)   # e.g. rotary_emb.apply_rotary(...)
         elif isinstance(node, ast.Attribute) and node.attr in self.rules.methods:
             r = self.rules.methods[node.attr]
             if not r.call:
                 self._add(r, node.end_lineno, node.end_col_offset - len(node.attr), f".{node.attr}")
+
+    def _runs(self, node: ast.Name) -> bool:
+        """A bare name (bound by `from m import name`) is used where it runs: called, a decorator, a base class,
+        a context manager; elsewhere (an argument, a fallback, a test) it is only mentioned."""
+        if node.id not in self.aliases or self.aliases[node.id] == node.id:
+            return True     # not a from-import: judged by the rules as before
+        parent = self.parents.get(id(node))
+        if isinstance(parent, ast.Call):
+            return parent.func is node
+        if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return True     # decorators and bases
+        return isinstance(parent, (ast.withitem, ast.Subscript, ast.Attribute))
+
+    def _is_use(self, node: ast.AST) -> bool:
+        """A mention that runs the imported code (a call, a value passed on), not one that only asks about it:
+        `X is None`, `X is not None`, `X.__version__`, `hasattr(X, ...)`, `del X`, `isinstance(y, X)`."""
+        if isinstance(node, ast.Attribute) and node.attr in _NOT_USES:
+            return False
+        parent = self.parents.get(id(node))
+        if isinstance(parent, ast.Compare):
+            return not any(isinstance(c, ast.Constant) and c.value is None for c in (parent.left, *parent.comparators))
+        if isinstance(parent, ast.Call) and node is not parent.func and isinstance(parent.func, ast.Name):
+            return parent.func.id not in ("hasattr", "getattr", "isinstance", "issubclass", "id", "type", "bool")
+        if isinstance(parent, ast.Attribute) and parent.attr in _NOT_USES:
+            return False
+        return not isinstance(parent, (ast.If, ast.IfExp, ast.BoolOp, ast.UnaryOp, ast.Assert))
 
     def _mark_inner(self, node: ast.AST) -> None:
         """Only the outermost node of a dotted chain reports: mark the inner ones as handled."""
@@ -338,6 +382,9 @@ class _FileMatch:
         for r in self.strings:
             if r.regex.search(node.value):
                 self._add(r, node.lineno, node.col_offset, repr(node.value))
+
+
+_NOT_USES = frozenset({"__version__", "version", "__file__", "__name__", "__spec__", "__path__", "VERSION"})
 
 
 def _minimal_literals(literals) -> tuple[str, ...]:
@@ -373,9 +420,10 @@ def _lines_with(literals: tuple[str, ...], text: str, starts: list[int],
     return sorted(lines)
 
 
-def _pruned_walk(tree: ast.AST, lines: list[int]) -> list[ast.AST]:
+def _pruned_walk(tree: ast.AST, lines: list[int], parents: dict[int, ast.AST] | None = None) -> list[ast.AST]:
     """Nodes in pre-order (a parent before its children), skipping every node whose line range holds none of
-    `lines`. Nodes without a position (module, contexts, operators) are always entered."""
+    `lines`. Nodes without a position (module, contexts, operators) are always entered. `parents`, when given,
+    gets each node's parent (by id)."""
     out: list[ast.AST] = []
     if not lines:
         return out
@@ -393,10 +441,14 @@ def _pruned_walk(tree: ast.AST, lines: list[int]) -> list[ast.AST]:
                 children.extend(c for c in v if isinstance(c, ast.AST))
         for c in reversed(children):
             ln = getattr(c, "lineno", None)
+            if ln is not None and getattr(c, "decorator_list", None):
+                ln = min(ln, c.decorator_list[0].lineno)     # a definition starts at its first decorator
             if ln is not None:
                 i = bisect_left(lines, ln)
                 if i == last or lines[i] > (c.end_lineno or ln):
                     continue
+            if parents is not None:
+                parents[id(c)] = node
             stack.append(c)
     return out
 

@@ -79,6 +79,8 @@ class TextMatch:
     line: int
     col: int    # 0-based
     text: str
+    ported: bool = False    # inside a branch that already is the port (#ifdef USE_ROCM, ...)
+    last: int = 0           # the last line of the statement it stands for (0: its own line)
 
 
 class TextRules:

@@ -165,6 +165,7 @@ def port(src: str | os.PathLike, dst: str | os.PathLike, target: str = "rocm", *
     _check_collisions(plan)          # before anything is written
     counts: Counter[str] = Counter()
     first: dict[str, str] = {}
+    own = _own_headers(plan)
     try:
         with OutputTree(rdst) as out:
             for item in plan:
@@ -177,7 +178,7 @@ def port(src: str | os.PathLike, dst: str | os.PathLike, target: str = "rocm", *
                 except Unreadable as e:     # the input changed since it was listed
                     report.skipped.append(Skipped(item.entry.rel, f"not copied: {e}"))
                     continue
-                _collect_unmapped(item.out_rel, new, counts, first)
+                _collect_unmapped(item.out_rel, new, counts, first, own)
     except OSError as e:    # a full disk, a read-only or vanished folder, a file size limit
         raise GapbenchError(f"{dst}: cannot write the output: {_why(e)} (what was written so far is left there)") \
             from None
@@ -358,8 +359,33 @@ class OutputTree:
             os.close(src)
 
 
-def _collect_unmapped(rel: str, text: str, counts: Counter, first: dict[str, str]) -> None:
+# what hipify writes in place of a CUDA header: HIP's and ROCm libraries' own headers, never CUDA ones
+_HIP_HEADER = re.compile(r"(?:^|/)(?:hip|roc|miopen|rccl|amd_)", re.IGNORECASE)
+
+
+def _own_headers(plan) -> frozenset[str]:
+    """The paths (and the tails of the paths) of the project's own files, as written and as read: an include of
+    one of them is the project's header, not CUDA's, whatever its name says."""
+    names: set[str] = set()
+    for item in plan:
+        for rel in {item.out_rel, item.entry.rel}:
+            parts = rel.replace(os.sep, "/").split("/")
+            names.update("/".join(parts[i:]) for i in range(len(parts)))
+    return frozenset(names)
+
+
+def _is_cuda_header(path: str, own: frozenset[str]) -> bool:
+    """Whether an include left in the output is a real CUDA header: not the project's own file, and not a header
+    hipify itself wrote in place of one (hip/hip_runtime.h, hipblas/hipblas.h, …)."""
+    p = path.strip().lstrip("./")
+    return p not in own and not _HIP_HEADER.search(p)
+
+
+def _collect_unmapped(rel: str, text: str, counts: Counter, first: dict[str, str],
+                      own: frozenset[str] = frozenset()) -> None:
     for m in CUDA_INCLUDE.finditer(text):
+        if not _is_cuda_header(m.group(1), own):
+            continue
         key = f"#include {m.group(1)}"
         counts[key] += 1
         first.setdefault(key, f"{rel}:{text.count(chr(10), 0, m.start()) + 1}")

@@ -51,6 +51,7 @@ class Rule:
     api: tuple[str, ...] = ()            # cpp: CUDA API libraries (cuda_api.toml) whose names this rule reports
     no_hip: str = ""                     # cpp: ROCm verdict for names of `api` that HIP has no equivalent of
     uses: bool = False                   # python-import: also every use of what the import binds
+    each: bool = False                   # every match is its own finding, even several in one statement
     regex: re.Pattern | None = field(default=None, compare=False, repr=False)
 
     def severity(self, target: str) -> int:
@@ -121,7 +122,7 @@ def _rule_from_table(t: dict, where: str) -> Rule:
                 keyword=t.get("keyword", ""), call=bool(t.get("call", True)),
                 files=_as_tuple(t.get("files"), f"{where}: files"), hint=_as_tuple(t.get("hint"), f"{where}: hint"),
                 group=str(t.get("group", "")), api=api, no_hip=t.get("no_hip", ""), uses=bool(t.get("uses", False)),
-                regex=regex)
+                each=bool(t.get("each", False)), regex=regex)
 
 
 def _check_shape(where: str, kinds: tuple[str, ...], match: tuple[str, ...], pattern: str, api: tuple[str, ...],

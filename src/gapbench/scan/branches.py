@@ -1,0 +1,206 @@
+"""Branches that already are the port: the lines a migration keeps, so findings there are "already ported".
+
+C/C++: the preprocessor's conditionals, read as the preprocessor reads them (directive lines, continuations
+joined): `#ifdef USE_ROCM`, `#if defined(__HIP_PLATFORM_AMD__)`, the `#else` of `#ifndef USE_ROCM`.
+Python: `if` statements whose test asks for another stack (`if torch.version.hip:`, `elif device == "xpu":`,
+`if is_torch_npu_available():`), through the AST.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+
+# A macro or name that says "another stack than CUDA". HIP on NVIDIA (__HIP_PLATFORM_NVIDIA__/_NVCC__) is CUDA.
+_PORT_WORD = re.compile(r"(?i)(?:^|_)(?:hip|hipcc|rocm|amd|gfx\w*|xpu|sycl|npu|ascend|cann|musa)(?:$|_)")
+_CUDA_SIDE = re.compile(r"(?i)nvidia|nvcc|cuda")
+_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b([^\n]*)", re.MULTILINE)
+_TERM_SPLIT = re.compile(r"&&|\|\|")
+_IDENT = re.compile(r"[A-Za-z_]\w*")
+_PORT_STRINGS = frozenset({"xpu", "npu", "hip", "rocm", "musa"})
+
+POSITIVE, NEGATIVE, NEUTRAL = 1, -1, 0
+
+
+def is_port_name(name: str) -> bool:
+    """A macro or identifier naming another stack than CUDA (USE_ROCM, __HIP_PLATFORM_AMD__, is_hip, torch_npu)."""
+    name = name.strip("_")
+    return bool(_PORT_WORD.search(name)) and not _CUDA_SIDE.search(name)
+
+
+def _term_polarity(term: str) -> int:
+    names = [n for n in _IDENT.findall(term) if n != "defined"]
+    port = [n for n in names if is_port_name(n)]
+    if not port:
+        return NEUTRAL
+    return NEGATIVE if "!" in term.replace("!=", "") else POSITIVE
+
+
+def condition_polarity(kind: str, cond: str) -> int:
+    """POSITIVE when the branch under this condition is another stack's, NEGATIVE when its #else is, else
+    NEUTRAL (a condition that mixes CUDA and the port, or says nothing about either)."""
+    cond = cond.split("//")[0]
+    if kind in ("ifdef", "ifndef"):
+        name = cond.strip().split()[0] if cond.strip() else ""
+        if not is_port_name(name):
+            return NEUTRAL
+        return POSITIVE if kind == "ifdef" else NEGATIVE
+    terms = [_term_polarity(t) for t in _TERM_SPLIT.split(cond)]
+    ops = _TERM_SPLIT.findall(cond)
+    if all(t == POSITIVE for t in terms):
+        return POSITIVE
+    if all(t == NEGATIVE for t in terms):
+        return NEGATIVE
+    if POSITIVE in terms and NEGATIVE not in terms and all(op == "&&" for op in ops):
+        return POSITIVE
+    return NEUTRAL
+
+
+def cpp_port_lines(masked: str) -> list[tuple[int, int]]:
+    """(first, last) 1-based line ranges inside a port branch of the preprocessor; `masked` has its comments
+    blanked. One pass over the directives: linear in the file."""
+    if "#" not in masked:
+        return []
+    out: list[tuple[int, int]] = []
+    # Each open conditional: [polarity of its first condition, is the current branch a port branch, start line]
+    stack: list[list] = []
+    line, pos = 1, 0
+    for m in _DIRECTIVE.finditer(masked):
+        line += masked.count("\n", pos, m.start())
+        pos = m.start()
+        kind = m.group(1)
+        if kind in ("if", "ifdef", "ifndef"):
+            pol = condition_polarity(kind, _joined(masked, m))
+            stack.append([pol, pol == POSITIVE, line])
+            continue
+        if not stack:
+            continue
+        frame = stack[-1]
+        if frame[1]:
+            out.append((frame[2], line))
+        if kind == "endif":
+            stack.pop()
+        elif kind == "elif":
+            pol = condition_polarity("if", _joined(masked, m))
+            frame[1], frame[2] = pol == POSITIVE, line
+            if pol == NEGATIVE:
+                frame[0] = NEGATIVE
+        else:   # else
+            frame[1], frame[2] = frame[0] == NEGATIVE, line
+    return _merged(out)
+
+
+def _joined(text: str, m: re.Match) -> str:
+    """A directive's condition with its backslash-continued lines joined."""
+    cond = m.group(2)
+    end = m.end()
+    while cond.rstrip().endswith("\\") and end < len(text):
+        nxt = text.find("\n", end + 1)
+        nxt = len(text) if nxt < 0 else nxt
+        cond = cond.rstrip()[:-1] + " " + text[end + 1:nxt]
+        end = nxt
+    return cond
+
+
+def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for a, b in sorted(ranges):
+        if out and a <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], b))
+        else:
+            out.append((a, b))
+    return out
+
+
+# ---------------------------------------------------------------- Python
+
+def _expr_polarity(node: ast.AST) -> int:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
+        return -_expr_polarity(node.operand)
+    if isinstance(node, ast.BoolOp):
+        pols = [_expr_polarity(v) for v in node.values]
+        if all(p == POSITIVE for p in pols):
+            return POSITIVE
+        if isinstance(node.op, ast.And) and POSITIVE in pols and NEGATIVE not in pols:
+            return POSITIVE
+        if all(p == NEGATIVE for p in pols):
+            return NEGATIVE
+        return NEUTRAL
+    if isinstance(node, ast.Compare) and len(node.ops) == 1:
+        return _compare_polarity(node)
+    return POSITIVE if _names_port(node) else NEUTRAL
+
+
+def _compare_polarity(node: ast.Compare) -> int:
+    op, left, right = node.ops[0], node.left, node.comparators[0]
+    sides = (left, right)
+    if any(isinstance(s, ast.Constant) and s.value is None for s in sides):
+        other = right if isinstance(left, ast.Constant) else left
+        if not _names_port(other):
+            return NEUTRAL
+        return POSITIVE if isinstance(op, ast.IsNot) else NEGATIVE
+    port = any(_port_string(s) for s in sides) or any(_names_port(s) for s in sides if not isinstance(s, ast.Constant))
+    if not port or any(_cuda_string(s) for s in sides):
+        return NEUTRAL
+    if isinstance(op, (ast.Eq, ast.Is, ast.In)):
+        return POSITIVE
+    if isinstance(op, (ast.NotEq, ast.IsNot, ast.NotIn)):
+        return NEGATIVE
+    return NEUTRAL
+
+
+def _port_string(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value.split(":")[0].lower() in _PORT_STRINGS
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return bool(node.elts) and all(_port_string(e) for e in node.elts)
+    return False
+
+
+def _cuda_string(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value.split(":")[0].lower() == "cuda"
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return any(_cuda_string(e) for e in node.elts)
+    return False
+
+
+def _names_port(node: ast.AST) -> bool:
+    """The expression names another stack: torch.version.hip, is_hip(), torch.xpu.is_available(), torch_npu."""
+    for n in ast.walk(node):
+        if isinstance(n, ast.Name) and is_port_name(n.id):
+            return True
+        if isinstance(n, ast.Attribute) and is_port_name(n.attr):
+            return True
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "hasattr" and len(n.args) == 2 \
+                and _port_string(n.args[1]):
+            return True
+    return False
+
+
+def _span(stmts: list[ast.stmt]) -> tuple[int, int] | None:
+    if not stmts:
+        return None
+    return stmts[0].lineno, max(s.end_lineno or s.lineno for s in stmts)
+
+
+def python_port_lines(nodes) -> list[tuple[int, int]]:
+    """(first, last) line ranges of the bodies of `if` statements among `nodes` whose test asks for another
+    stack (their `else` when the test asks for the opposite)."""
+    out = []
+    for node in nodes:
+        if not isinstance(node, ast.If):
+            continue
+        pol = _expr_polarity(node.test)
+        body = node.body if pol == POSITIVE else node.orelse if pol == NEGATIVE else None
+        span = _span(body) if body else None
+        if span:
+            out.append(span)
+    return _merged(out)
+
+
+def in_ranges(ranges: list[tuple[int, int]], line: int) -> bool:
+    from bisect import bisect_right
+
+    i = bisect_right(ranges, (line, float("inf"))) - 1
+    return i >= 0 and ranges[i][0] <= line <= ranges[i][1]
