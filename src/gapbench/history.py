@@ -3,7 +3,8 @@
 Default path: $GAPBENCH_DB, else $XDG_DATA_HOME/gapbench/history.sqlite, else
 ~/.local/share/gapbench/history.sqlite. Each write is one transaction (a crash leaves the database as it
 was before the write); recording a run again replaces it (idempotent per run_id). The layout carries a
-version number and is upgraded in place, inside a transaction, when an older file is opened.
+version number and is upgraded in place, inside a transaction, when an older file is opened. A measurement the
+host watch flagged keeps its reasons (`flag`) and never enters the run-to-run spread (run_spread).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from gapbench.errors import GapbenchError
 from gapbench.results import ResultSet, load, now_iso, variant_key
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 _MAX_TEXT = 1_000_000  # longer text in a history file is cut when read (gapbench writes far less)
 
 # version 1 (the first layout, kept here because upgrades start from it):
@@ -57,12 +58,16 @@ _INDEXES_V2 = (
     "CREATE INDEX measurements_by_run ON measurements(run_id)",
 )
 
+# version 3: measurements.flag, the host watch's reasons for a flagged measurement (NULL: not flagged, or recorded
+# before version 3, when the flag was not kept)
+_FLAG_V3 = "ALTER TABLE measurements ADD COLUMN flag TEXT"
+
 _RUN_COLS = ("run_id", "started_at", "finished_at", "recorded_at", "label", "suite", "complete", "device_type",
              "device_product", "device_arch", "device_count", "hostname", "gapbench_version", "torch_version",
              "runtime", "source_path", "device_json", "host_json")
 _M_COLS = ("run_id", "workload", "preset", "variant", "variant_key", "unit", "higher_is_better", "status", "value",
            "reason", "ci_low", "ci_high", "n", "noisy", "flops", "bytes", "power_w", "energy_j", "metrics",
-           "started_at")
+           "started_at", "flag")
 
 
 def default_path() -> Path:
@@ -86,6 +91,7 @@ def _create_current(conn: sqlite3.Connection) -> None:
     conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
     conn.execute(_RUNS_V2)
     conn.execute(_MEASUREMENTS_V2)
+    conn.execute(_FLAG_V3)
     for ix in _INDEXES_V2:
         conn.execute(ix)
     conn.execute("INSERT INTO schema_version VALUES (?)", (SCHEMA_VERSION,))
@@ -121,7 +127,15 @@ def _upgrade_1_to_2(conn: sqlite3.Connection) -> None:
     conn.execute("INSERT INTO schema_version VALUES (2)")
 
 
-UPGRADES = {1: _upgrade_1_to_2}
+def _upgrade_2_to_3(conn: sqlite3.Connection) -> None:
+    """v2 -> v3: the host watch's flag of each measurement. Rows recorded before it have none: `history --import`
+    of their results files records them again with it."""
+    conn.execute(_FLAG_V3)
+    conn.execute("DELETE FROM schema_version")
+    conn.execute("INSERT INTO schema_version VALUES (3)")
+
+
+UPGRADES = {1: _upgrade_1_to_2, 2: _upgrade_2_to_3}
 
 
 def _db_path(db_path: str | os.PathLike | None) -> Path:
@@ -267,7 +281,15 @@ def _measurement_rows(rs: ResultSet) -> Iterable[tuple]:
                int(m.higher_is_better), m.status, _number(m.value), m.reason, _number(s.ci95[0]) if s else None,
                _number(s.ci95[1]) if s else None, s.n if s else None, int(s.noisy) if s else None,
                _number(m.flops), _number(m.bytes), _number(m.power_w), _number(m.energy_j),
-               json.dumps(m.metrics, sort_keys=True, default=str) if m.metrics else None, m.started_at)
+               json.dumps(m.metrics, sort_keys=True, default=str) if m.metrics else None, m.started_at,
+               _flag(m))
+
+
+def _flag(m) -> str | None:
+    """The host watch's reasons for a flagged measurement, one line; None when it was not flagged."""
+    if not m.flagged:
+        return None
+    return "; ".join(str(r) for r in (m.host_watch or {}).get("reasons", [])) or "flagged by the host watch"
 
 
 def _write(conn: sqlite3.Connection, rs: ResultSet) -> int:
@@ -336,6 +358,7 @@ class HistoryRow:
     ci95: tuple[float, float] | None
     reason: str | None
     threads: int | None = None  # CPU threads the run used (part of the CPU's "software stack")
+    flag: str | None = None  # the host watch's reasons when it flagged the measurement
 
     def to_dict(self) -> dict:
         d = dict(self.__dict__)
@@ -349,7 +372,7 @@ def rows(workload: str, device: str | None = None, variant: dict | None = None,
     type or run label (case-insensitive); variant: keys the measurement's variant must have with these values."""
     sql = ("SELECT r.run_id, r.started_at, r.label, r.device_type, r.device_product, r.gapbench_version, "
            "r.torch_version, r.runtime, m.workload, m.preset, m.variant, m.unit, m.status, m.value, m.ci_low, "
-           "m.ci_high, m.reason, r.device_json FROM measurements m JOIN runs r ON r.run_id = m.run_id WHERE m.workload = ?")
+           "m.ci_high, m.reason, r.device_json, m.flag FROM measurements m JOIN runs r ON r.run_id = m.run_id WHERE m.workload = ?")
     args: list = [workload]
     if device:
         sql += (" AND (LOWER(COALESCE(r.device_product,'')) LIKE ? OR LOWER(COALESCE(r.device_type,'')) LIKE ?"
@@ -390,7 +413,8 @@ def run_spread(device: dict, workload: str, variant: dict, *, exclude_runs: tupl
                db_path: str | os.PathLike | None = None, limit: int = 20, minimum: int = 3) -> tuple[float, int] | None:
     """How much this row moved between earlier runs of the same stack: (standard deviation of the log values,
     runs) over the last `limit` ok runs of the same workload and variant on the same device product, type,
-    torch version and (on the CPU) thread count; None with fewer than `minimum` runs or no database."""
+    torch version and (on the CPU) thread count that the host watch did not flag (a run on a busy host measures
+    the neighbours, not the stack); None with fewer than `minimum` runs or no database."""
     import math
     import statistics
 
@@ -404,7 +428,8 @@ def run_spread(device: dict, workload: str, variant: dict, *, exclude_runs: tupl
     try:
         rows = conn.execute(
             "SELECT m.value, r.run_id, r.device_json FROM measurements m JOIN runs r ON r.run_id = m.run_id "
-            "WHERE m.workload = ? AND m.variant = ? AND m.status = 'ok' AND m.value > 0 AND r.device_type IS ? "
+            "WHERE m.workload = ? AND m.variant = ? AND m.status = 'ok' AND m.value > 0 AND m.flag IS NULL "
+            "AND r.device_type IS ? "
             "AND r.device_product IS ? AND r.torch_version IS ? ORDER BY r.started_at DESC, m.id DESC",
             (workload, json.dumps(variant, sort_keys=True), device.get("type"), device.get("product"),
              device.get("torch"))).fetchall()
@@ -444,7 +469,7 @@ def _history_row(r: tuple) -> HistoryRow:
         threads = dev.get("threads") if type(dev.get("threads")) is int else None
     t = [_text(x) for x in r]
     return HistoryRow(t[0] or "?", t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8] or "?", t[9], v, t[11],
-                      t[12] or "?", _number(r[13]), ci, t[16], threads)
+                      t[12] or "?", _number(r[13]), ci, t[16], threads, t[18])
 
 
 def _text(x) -> str | None:

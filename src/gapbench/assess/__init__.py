@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from gapbench.assess.model import Assessment, CodePart, FindingRow, OperatorsPart
 from gapbench.assess.speed import DRAWS, SEED, SpeedPrediction, predict
 from gapbench.assess.work import Work
+from gapbench.compare.gaps import HistoryChoice
 from gapbench.errors import GapbenchError
 from gapbench.results import ResultSet
 from gapbench.scan.stacks import Stack, stack, stacks
@@ -59,12 +60,39 @@ def _load_results(paths: list) -> list[ResultSet]:
     return [p if isinstance(p, ResultSet) else results.load(p) for p in paths]
 
 
-def _check_coverage(path: str) -> None:
+def _check_coverage(path: str) -> ResultSet:
     from gapbench import results
 
-    cov = results.load(path).coverage
+    rs = results.load(path)
+    cov = rs.coverage
     if not cov or not isinstance(cov.get("ops"), list):
         raise GapbenchError(f"{path}: no coverage section (make one with gapbench coverage on the target)")
+    return rs
+
+
+def device_text(rs: ResultSet) -> str:
+    """'cpu (AMD EPYC)': the stack a results or coverage file ran on, as its device identity records it."""
+    d = rs.device
+    product = d.get("product")
+    return f"{side_stack(rs)}" + (f" ({product})" if product else "")
+
+
+def side_stack(rs: ResultSet) -> str:
+    """The stack a file ran on: its backend's name (the names --target takes), else its device type."""
+    return str(rs.device.get("backend") or rs.device.get("type") or "?")
+
+
+def mismatches(st: Stack, sets: list[ResultSet], coverage: ResultSet | None) -> list[str]:
+    """A line for each file given for the target that ran on another stack: the prediction (or the operator
+    statuses) would be that other stack's."""
+    out = []
+    given = ([("the target's results", sets[1])] if len(sets) == 2 else []) + (
+        [("the coverage file", coverage)] if coverage is not None else [])
+    for what, rs in given:
+        if side_stack(rs) != st.key:
+            out.append(f"{what} {rs.path or rs.name} ran on {device_text(rs)}, not on {st.name} (--target "
+                       f"{st.key}): its numbers are that device's, not {st.name}'s")
+    return out
 
 
 def default_dtype(like: str, sets: list[ResultSet]) -> str:
@@ -91,7 +119,8 @@ def _operators(trace, how: str, coverage: str | None, index: dict | None) -> Ope
     return part
 
 
-def _speed(work: Work | None, sets: list[ResultSet], draws: int, seed: int) -> tuple[SpeedPrediction | None, list]:
+def _speed(work: Work | None, sets: list[ResultSet], draws: int, seed: int,
+           history: HistoryChoice = True) -> tuple[SpeedPrediction | None, list]:
     from gapbench.assess.rates import platform_rates
 
     if work is None:
@@ -99,20 +128,24 @@ def _speed(work: Work | None, sets: list[ResultSet], draws: int, seed: int) -> t
     if not sets:
         return None, ["no rates: give --results SOURCE.json --results TARGET.json (gapbench run --suite assess on "
                       "each stack)"]
-    return predict([(work, platform_rates(sets[0])), (work, platform_rates(sets[1]))], draws=draws, seed=seed)
+    return predict([(work, platform_rates(sets[0])), (work, platform_rates(sets[1]))], draws=draws, seed=seed,
+                   history=history)
 
 
 def assess(path: str | os.PathLike, target: str, *, entry: str | None = None, like: str | None = None,
            dtype: str | None = None, coverage: str | None = None, results: Iterable = (),
            rules: Iterable[str] = (), index: dict | None = None, fake: bool = True, draws: int = DRAWS,
-           seed: int = SEED) -> Assessment:
+           seed: int = SEED, allow_flagged: bool = False, history: HistoryChoice = True) -> Assessment:
     """Assess moving the codebase at `path` to `target` (rocm, npu, xpu, mps, cpu).
 
     entry: 'module:function' in the user's code returning (model, example_inputs) or a step function — importing
     it runs that code. like: a built-in workload 'NAME:PRESET' of the same family, traced at `dtype` (default:
     its measured row's in the source results file, else fp32). coverage: a `gapbench coverage` file from the
     target. results: two results files (or ResultSets), the source stack's then the target's. index: an OpInfo
-    index (default: the cached one, built on first use). rules: extra scan rule files.
+    index (default: the cached one, built on first use). rules: extra scan rule files. allow_flagged: give the
+    expected speed a verdict even where the host watch flagged rates it uses. A results or coverage file given for
+    the target that ran on another stack is named in `mismatches` (the report leads with it). history: the history
+    database whose run-to-run spreads judge the measured check's single runs (True: the default; False: none).
     """
     st = stack(target)
     root = os.fspath(path)
@@ -121,8 +154,7 @@ def assess(path: str | os.PathLike, target: str, *, entry: str | None = None, li
     if entry and like:
         raise GapbenchError("give --entry or --like, not both")
     sets = _load_results(list(results))
-    if coverage:
-        _check_coverage(coverage)
+    cov_set = _check_coverage(coverage) if coverage else None
     if coverage and not (entry or like):
         raise GapbenchError("--coverage needs a step to check: give --entry MODULE:FUNCTION or --like WORKLOAD:PRESET")
     code = code_part(root, st, rules)
@@ -136,6 +168,7 @@ def assess(path: str | os.PathLike, target: str, *, entry: str | None = None, li
             else:
                 trace, work = trace_like(like, {"dtype": dtype or default_dtype(like, sets)}, fake=fake)
     operators = _operators(trace, "entry" if entry else "like", coverage, index) if trace is not None else None
-    speed, missing = _speed(work, sets, draws, seed)
+    speed, missing = _speed(work, sets, draws, seed, history)
     return Assessment(path=root, stack=st, code=code, operators=operators, work=work, speed=speed,
-                      speed_missing=missing, results=tuple(str(s.path or s.name) for s in sets))
+                      speed_missing=missing, results=tuple(str(s.path or s.name) for s in sets),
+                      mismatches=mismatches(st, sets, cov_set), allow_flagged=allow_flagged)

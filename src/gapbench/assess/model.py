@@ -99,6 +99,8 @@ class Assessment:
     speed: SpeedPrediction | None = None
     speed_missing: list[str] = field(default_factory=list)  # why there is no prediction
     results: tuple[str, ...] = ()  # the results files: source, target
+    mismatches: list[str] = field(default_factory=list)  # files whose device is not the stack they were given for
+    allow_flagged: bool = False  # give the speed a verdict even where the host watch flagged its rates
 
     def fails(self, level: str) -> bool:
         """True when the code has a finding at `level` (manual or blocker) or worse on the target."""
@@ -116,8 +118,15 @@ class Assessment:
             "work": self.work.to_dict() if self.work else None,
             "speed": _speed_dict(self.speed) if self.speed else None,
             "speed_missing": list(self.speed_missing),
+            "speed_verdict": _verdict_dict(self.speed.verdict(self.allow_flagged)) if self.speed else None,
             "results": list(self.results),
+            "mismatches": list(self.mismatches),
         }
+
+
+def _verdict_dict(g) -> dict:
+    return {"verdict": g.verdict, "why": g.why or None, "gap_pct": g.pct, "interval_pct": [g.lo, g.hi],
+            "flagged": g.flagged or None}
 
 
 def _speed_dict(s: SpeedPrediction) -> dict:

@@ -25,6 +25,7 @@ import math
 import statistics
 from dataclasses import dataclass, field
 
+from gapbench.compare import platform_identity
 from gapbench.compare.gaps import RUN_TO_RUN_SPREAD
 from gapbench.compare.rates import is_end_to_end
 from gapbench.results import Measurement, ResultSet
@@ -89,6 +90,7 @@ class PlatformRates:
     spread: float = 0.0  # run-to-run standard deviation of log values for this platform
     spread_basis: str = ""
     models: list[Measurement] = field(default_factory=list)  # ok model-workload rows (predicted vs measured)
+    identity: dict = field(default_factory=dict)  # the device identity with its host facts (compare.platform_identity)
 
     @property
     def synchronous(self) -> bool:
@@ -253,6 +255,7 @@ def platform_rates(rs: ResultSet) -> PlatformRates:
     pr.bandwidth = pr.bandwidth_dtype.get("fp32") or _bandwidth_points(membw)
     pr.collectives = _collective_points([m for m in ok if m.workload == "collective"])
     pr.spread, pr.spread_basis = _spread(rs)
+    pr.identity = platform_identity(rs)
     return pr
 
 

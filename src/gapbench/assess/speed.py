@@ -26,14 +26,13 @@ covers the noise of the measurements, not the model's own error (benchmarks/asse
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from gapbench.assess.rates import PlatformRates, Rate
 from gapbench.assess.work import COMPUTE, Work
-from gapbench.compare.gaps import RUN_TO_RUN_SPREAD, Gap, judge
+from gapbench.compare.gaps import Gap, HistoryChoice, interval_gap, judge, pair_spread, row_spread
 from gapbench.compare.rates import time_per_iter
 
 DRAWS = 4000
@@ -95,6 +94,17 @@ class SpeedPrediction:
     seed: int
     measured: MeasuredCheck | None = None
     measured_note: str = ""  # why there is no measured check
+
+    @property
+    def flagged(self) -> tuple[str, ...]:
+        """The rates behind the prediction that the host watch flagged, either side, once each."""
+        return tuple(dict.fromkeys((*self.source.flagged, *self.target.flagged)))
+
+    def verdict(self, allow_flagged: bool = False) -> Gap:
+        """The expected gap judged by the one verdict policy (compare.gaps): no verdict when a rate it uses was
+        measured on a disturbed host, unless allowed."""
+        flagged = f"{len(self.flagged)} rate(s) it uses" if self.flagged else ""
+        return interval_gap(self.gap_pct, self.lo, self.hi, "predicted", flagged, allow_flagged)
 
 
 @dataclass
@@ -224,7 +234,7 @@ def _classes(plan: _Plan, values: np.ndarray) -> tuple[ClassTime, ...]:
 
 
 def predict(sides: list[tuple[Work, PlatformRates]], draws: int = DRAWS, seed: int = SEED,
-            level: float = LEVEL) -> tuple[SpeedPrediction | None, list[str]]:
+            level: float = LEVEL, history: HistoryChoice = True) -> tuple[SpeedPrediction | None, list[str]]:
     """The step time on the source (sides[0]) and the target (sides[1]) and the expected gap with its interval;
     (None, what is missing) when a results file lacks a rate the trace needs."""
     table = _Table()
@@ -265,7 +275,7 @@ def predict(sides: list[tuple[Work, PlatformRates]], draws: int = DRAWS, seed: i
                                          "train" if work.has_backward else "infer", pr.synchronous, pr.spread,
                                          pr.spread_basis, flagged))
     glo, ghi = np.percentile(gaps, q)
-    check, note = measured_check(sides, point)
+    check, note = measured_check(sides, point, history)
     return SpeedPrediction(side_preds[0], side_preds[1], (point[0] / point[1] - 1) * 100, float(glo), float(ghi),
                            level, draws, seed, check, note), []
 
@@ -283,8 +293,10 @@ def _measured_row(work: Work, pr: PlatformRates):
     return next((m for m in pr.models if m.workload == name and m.variant == work.variant), None)
 
 
-def measured_check(sides: list[tuple[Work, PlatformRates]], predicted: list[float]) -> tuple[MeasuredCheck | None, str]:
-    """Predicted against measured when both results files hold the traced workload variant."""
+def measured_check(sides: list[tuple[Work, PlatformRates]], predicted: list[float],
+                   history: HistoryChoice = True) -> tuple[MeasuredCheck | None, str]:
+    """Predicted against measured when both results files hold the traced workload variant; the measured gap is
+    judged as compare judges it (the row's spread from the history, else the class default)."""
     (w_src, src), (w_tgt, tgt) = sides
     if w_src.variant is None or w_tgt.variant is None:
         return None, "the traced step is not a built-in workload's measured iteration"
@@ -295,8 +307,11 @@ def measured_check(sides: list[tuple[Work, PlatformRates]], predicted: list[floa
     ta, tb = time_per_iter(a), time_per_iter(b)
     if not ta or not tb:
         return None, "the measured rows carry no time per iteration"
-    spread = math.sqrt(sum(RUN_TO_RUN_SPREAD["cpu" if pr.synchronous else "accelerator"] ** 2 for pr in (src, tgt)) / 2)
-    gap = judge(b, a, b.higher_is_better, spread)
+    spreads = tuple(row_spread(pr.identity or {"type": pr.device_type}, m.workload, m.variant, history,
+                               exclude_runs=tuple(pr.run_id.split("+")))
+                    for pr, m in ((tgt, b), (src, a)))
+    spread, drift = pair_spread(*spreads, len(set(tgt.run_id.split("+"))) < 2, len(set(src.run_id.split("+"))) < 2)
+    gap = judge(b, a, b.higher_is_better, spread, drift=drift, spreads=spreads)
     if gap.pct is None:
         return None, f"the measured rows give no gap ({gap.status})"
     error = (predicted[0] / predicted[1] - 1) * 100 - gap.pct

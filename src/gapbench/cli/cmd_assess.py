@@ -38,16 +38,24 @@ def add_arguments(p) -> None:
     p.add_argument("--rules", action="append", default=[], metavar="FILE", help="extra scan rules file (TOML)")
     p.add_argument("--real", action="store_true", help="trace on real tensors instead of fake ones")
     p.add_argument("--limit", type=int, default=20, metavar="N", help="findings and operators listed (0 = all)")
+    p.add_argument("--allow-flagged", action="store_true",
+                   help="give the expected speed a verdict even where the host watch flagged rates it uses")
+    p.add_argument("--db", metavar="FILE", help="the history database whose run-to-run spreads judge the measured "
+                   "check (default: $GAPBENCH_DB or the XDG data folder's)")
+    p.add_argument("--no-history", action="store_true", help="judge by the class default spread only")
 
 
 def main(args) -> int:
     from gapbench.assess import assess
+    from gapbench.compare import history_choice
 
     fmt = _checked_format(args)
+    history = history_choice(args.db, args.no_history)
     if args.coverage:
         _announce_index()
     a = assess(args.path, args.target, entry=args.entry, like=args.like, dtype=args.dtype, coverage=args.coverage,
-               results=args.results, rules=args.rules, fake=not args.real)
+               results=args.results, rules=args.rules, fake=not args.real, allow_flagged=args.allow_flagged,
+               history=history)
     _print(a, fmt, args)
     if args.fail_on and a.fails(args.fail_on):
         n = sum(a.code.counts.get(v, 0) for v in (("manual", "blocker") if args.fail_on == "manual" else ("blocker",)))

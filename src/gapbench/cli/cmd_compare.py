@@ -8,7 +8,7 @@ from rich.markup import escape
 
 from gapbench.cli._inputs import add_label_argument, platform_inputs
 from gapbench.cli._output import err, out
-from gapbench.compare import compare, parse_prices
+from gapbench.compare import compare, history_choice, parse_prices
 from gapbench.report import render
 from gapbench.report.terminal import terminal_renderables
 from gapbench.text import printable
@@ -32,12 +32,17 @@ def add_arguments(p) -> None:
                    "all curves reach)")
     p.add_argument("--price", action="append", default=[], metavar="NAME=USD_PER_HOUR",
                    help="price per device-hour for throughput per dollar (NAME: label, platform name or file stem)")
+    p.add_argument("--db", metavar="FILE", help="the history database whose run-to-run spreads judge single runs "
+                   "(default: $GAPBENCH_DB or the XDG data folder's)")
+    p.add_argument("--no-history", action="store_true",
+                   help="judge single runs by the class default spread only, never the history's")
 
 
 def main(args) -> int:
     inputs, labels = platform_inputs(args.files, args.label)
     comp = compare(inputs, baseline=args.baseline, labels=labels, refs=args.ref, prices=parse_prices(args.price),
-                   allow_flagged=args.allow_flagged, interactivity=args.interactivity or None)
+                   allow_flagged=args.allow_flagged, interactivity=args.interactivity or None,
+                   history=history_choice(args.db, args.no_history))
     fmt = "json" if args.json else args.format
     if fmt == "terminal":
         if len(comp.rows) > TERMINAL_ROWS:  # a table that long is read in a file, and rich draws it slowly

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from gapbench.cli._inputs import add_label_argument, platform_inputs
-from gapbench.compare import compare, parse_prices
+from gapbench.compare import compare, history_choice, parse_prices
 from gapbench.errors import GapbenchError
 from gapbench.report import render
 from gapbench.results import check_output, write_text_atomic
@@ -27,6 +27,10 @@ def add_arguments(p) -> None:
                    help="compare inference curves at this many tokens/s per user (repeatable; default: where "
                    "all curves reach)")
     p.add_argument("--price", action="append", default=[], metavar="NAME=USD_PER_HOUR")
+    p.add_argument("--db", metavar="FILE", help="the history database whose run-to-run spreads judge single runs "
+                   "(default: $GAPBENCH_DB or the XDG data folder's)")
+    p.add_argument("--no-history", action="store_true",
+                   help="judge single runs by the class default spread only, never the history's")
     p.add_argument("--title", default="gapbench report")
     p.add_argument("--force", action="store_true", help="replace a results file at --output (never one of the inputs)")
 
@@ -37,7 +41,8 @@ def main(args) -> int:
         check_output(args.output, inputs=args.files, force=args.force)
     inputs, labels = platform_inputs(args.files, args.label)
     comp = compare(inputs, baseline=args.baseline, labels=labels, refs=args.ref, prices=parse_prices(args.price),
-                   allow_flagged=args.allow_flagged, interactivity=args.interactivity or None)
+                   allow_flagged=args.allow_flagged, interactivity=args.interactivity or None,
+                   history=history_choice(args.db, args.no_history))
     for w in comp.warnings:
         print(f"gapbench: warning: {w}", file=sys.stderr)
     text = render(None, format=fmt, comparison=comp, title=args.title)

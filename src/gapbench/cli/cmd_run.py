@@ -14,7 +14,7 @@ from gapbench.cli._args import DIST_BACKENDS, count, gib, label, seconds
 from gapbench.cli._output import err, out, print_json
 from gapbench.errors import GapbenchError
 from gapbench.report.kit import one_line, rich_table, variant_text
-from gapbench.report.runs import results_table
+from gapbench.report.runs import busy_summary, results_table
 from gapbench.results import Measurement, check_output
 
 HELP = "run a suite or chosen workloads on a device and write a results file"
@@ -206,6 +206,9 @@ def _print(rs, as_json: bool) -> None:
         out.print(line, markup=False, highlight=False)
     bad = sum(1 for m in rs.measurements if not m.ok)
     out.print(f"{len(rs.measurements)} measurement(s), {bad} not ok · results: {rs.path}", markup=False)
+    busy = busy_summary(rs)
+    if busy:
+        out.print(busy, markup=False, highlight=False)
 
 
 def main(args) -> int:

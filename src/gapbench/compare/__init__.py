@@ -8,13 +8,15 @@ output format are the renderers' (gapbench.report). The sign convention is in ga
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
+from collections import Counter
 
 from gapbench import specs as specs_mod
 from gapbench.compare.frontier import frontiers_side
-from gapbench.compare.gaps import RUN_TO_RUN_SPREAD, Gap, gap_pct, intervals_overlap, judge
+from gapbench.compare.gaps import Gap, HistoryChoice, Spread, gap_pct, intervals_overlap, judge, pair_spread, row_spread
 from gapbench.compare.model import (
     Cell,
     ClassLead,
@@ -46,7 +48,7 @@ from gapbench.results import Measurement, ResultSet, load, merge_runs
 __all__ = ["compare", "Comparison", "Platform", "Row", "Cell", "Gap", "Takeaway", "PlatformTakeaway", "ClassLead",
            "gap_pct", "intervals_overlap", "flop_rate", "byte_rate", "time_per_iter", "arithmetic_intensity",
            "measurement_dtype", "percent_of_peak", "classify", "per_unit", "parse_prices", "platform_identity",
-           "reference_matches", "reference_result_set"]
+           "reference_matches", "reference_result_set", "history_choice", "Spread"]
 
 
 def platform_identity(rs: ResultSet) -> dict:
@@ -199,8 +201,8 @@ def _cell(m: Measurement | None, platform: Platform) -> Cell:
     return Cell(m, "ok", "", pct, kind, power, per_watt, per_dollar)
 
 
-def _gap(cell: Cell, base: Cell, higher_is_better: bool, spread: tuple[float | None, float | None],
-         allow_flagged: bool) -> Gap:
+def _gap(cell: Cell, base: Cell, higher_is_better: bool, spreads: tuple[Spread | None, Spread | None],
+         one_file: tuple[bool, bool], allow_flagged: bool) -> Gap:
     if cell.status != "ok":
         return Gap(None, None, cell.status)
     if base.status != "ok":
@@ -209,22 +211,18 @@ def _gap(cell: Cell, base: Cell, higher_is_better: bool, spread: tuple[float | N
         return Gap(None, None, "unit differs")
     if gap_pct(cell.value, base.value, higher_is_better) is None:
         return Gap(None, None, "n/a (zero)")
-    return judge(cell.measurement, base.measurement, higher_is_better, spread[0], allow_flagged, spread[1])
+    spread, drift = pair_spread(*spreads, *one_file)
+    return judge(cell.measurement, base.measurement, higher_is_better, spread, allow_flagged, drift,
+                 tuple(s for s in spreads if s is not None))
 
 
-def _spread(platform: Platform, m: Measurement, history: bool) -> float | None:
-    """The run-to-run spread to assume for a single run of this row on this platform: what the history
-    measured for it, else the default of its device class; None for a published figure (no runs at all)."""
-    if platform.reference:
+def _spread(platform: Platform, m: Measurement | None, history: HistoryChoice) -> Spread | None:
+    """The run-to-run spread of this row on this platform (compare.gaps.row_spread); None for a published figure
+    (no runs at all) or no measurement."""
+    if platform.reference or m is None:
         return None
     rs = platform.result_set
-    if history:
-        from gapbench.history import run_spread
-
-        found = run_spread(platform_identity(rs), m.workload, m.variant, exclude_runs=tuple(rs.run_ids))
-        if found is not None:
-            return found[0]
-    return RUN_TO_RUN_SPREAD["cpu" if rs.device.get("type") == "cpu" else "accelerator"]
+    return row_spread(platform_identity(rs), m.workload, m.variant, history, exclude_runs=tuple(rs.run_ids))
 
 
 def _input_warnings(sets: list[ResultSet], names: list[str]) -> list[str]:
@@ -274,19 +272,7 @@ def _line_up(all_sets: list[ResultSet]) -> tuple[list[tuple[str, str]], list[dic
     return list(order), by_set
 
 
-def _pair_spread(platforms, i: int, base_i: int, ms: list, history: bool) -> tuple[float | None, float | None]:
-    """(the run-to-run spread of a single run, pooled over the two sides; the variance between sessions to add
-    to the runs' own spread: each side's spread squared, for a side whose runs all come from one file)."""
-    if ms[i] is None or ms[base_i] is None:
-        return None, None
-    a, b = _spread(platforms[i], ms[i], history), _spread(platforms[base_i], ms[base_i], history)
-    if a is None or b is None:
-        return None, None
-    drift = sum(s * s for s, p in ((a, platforms[i]), (b, platforms[base_i])) if len(p.result_set.run_ids) < 2)
-    return math.sqrt((a * a + b * b) / 2), drift
-
-
-def _rows(platforms: list[Platform], base_i: int, order, by_set, history: bool = True,
+def _rows(platforms: list[Platform], base_i: int, order, by_set, history: HistoryChoice = True,
           allow_flagged: bool = False) -> list[Row]:
     rows = []
     ridges: dict[str, float] = {}
@@ -297,7 +283,11 @@ def _rows(platforms: list[Platform], base_i: int, order, by_set, history: bool =
         lead = ms[base_i] if ms[base_i] is not None else first
         hib = lead.higher_is_better
         cells = [_cell(m, platforms[i]) for i, m in enumerate(ms)]
-        gaps = {i: _gap(c, cells[base_i], hib, _pair_spread(platforms, i, base_i, ms, history), allow_flagged)
+        spreads = [_spread(p, ms[i], history) if ms[i] is not None and ms[i].ok else None
+                   for i, p in enumerate(platforms)] if len(platforms) > 1 else []
+        one_file = [len(p.result_set.run_ids) < 2 for p in platforms]
+        gaps = {i: _gap(c, cells[base_i], hib, (spreads[i], spreads[base_i]), (one_file[i], one_file[base_i]),
+                        allow_flagged)
                 for i, c in enumerate(cells) if i != base_i} if len(platforms) > 1 else {}
         d = measurement_dtype(lead)
         if d not in ridges:
@@ -311,7 +301,7 @@ def _rows(platforms: list[Platform], base_i: int, order, by_set, history: bool =
 
 
 def compare(result_sets, baseline=None, labels: list[str] | None = None, refs: list[str] | None = None,
-            prices: dict[str, float] | None = None, allow_flagged: bool = False, history: bool = True,
+            prices: dict[str, float] | None = None, allow_flagged: bool = False, history: HistoryChoice = True,
             interactivity: list[float] | None = None) -> Comparison:
     """Line up result sets into a gap table against a baseline.
 
@@ -321,7 +311,7 @@ def compare(result_sets, baseline=None, labels: list[str] | None = None, refs: l
     reference when refs are given. labels name the inputs in order. refs are reference platform keys
     (specs/references.toml). prices: {name: USD per hour} (name = label, platform name, file stem or spec key).
     allow_flagged: give verdicts on rows the host watch flagged. history: use the history database's measured
-    run-to-run spread for single runs.
+    run-to-run spread for single runs (True: the default database; a path: that file; False: the class defaults).
     interactivity: tokens/s per user at which inference curves are compared (default: where they all reach).
     """
     sets = _platform_sets(list(result_sets), by_run_label=not labels)
@@ -348,7 +338,7 @@ def compare(result_sets, baseline=None, labels: list[str] | None = None, refs: l
         warnings.append("no row has a number on both sides: the inputs share no successfully measured "
                         "workload variant, so there is no gap to show")
     comp = Comparison(platforms, base_i, rows, Takeaway(), warnings)
-    comp.takeaway = takeaway(comp)
+    comp.takeaway = _with_spreads(takeaway(comp), rows)
     comp.coverage = coverage_side(platforms)
     comp.frameworks = frameworks_side(platforms)
     comp.datasheet_figures = _datasheet_figures(platforms)
@@ -356,6 +346,16 @@ def compare(result_sets, baseline=None, labels: list[str] | None = None, refs: l
     comp.library_ratios = library_ratios(platforms)
     comp.numerics = numerics_side(platforms, base_i)
     return comp
+
+
+def _with_spreads(t: Takeaway, rows: list[Row]) -> Takeaway:
+    """The takeaway with the spreads the gaps were judged by: how many gaps each basis judged, and only the class
+    defaults that some single run actually assumed."""
+    gaps = [g for r in rows for g in r.gaps.values() if g.lo is not None]
+    bases = Counter(g.spread_basis for g in gaps if g.spread_basis)
+    defaults = {s.device_class: s.value for g in gaps for s in g.spreads if s.source == "class default"}
+    return dataclasses.replace(t, spread_bases=tuple(bases.items()),
+                               spreads=tuple(sorted(defaults.items())) if "single run" in t.bases else ())
 
 
 def _datasheet_figures(platforms: list[Platform]) -> list[dict]:
@@ -372,3 +372,17 @@ def _datasheet_figures(platforms: list[Platform]) -> list[dict]:
                 out.append({"platform": i, "workload": m.workload, "variant": m.metrics.get("reference_variant"),
                             "value": m.value, "unit": m.unit, "source": m.metrics.get("source"), **peak})
     return out
+
+
+def history_choice(db: str | None, no_history: bool = False) -> HistoryChoice:
+    """What a verb's --db and --no-history say: False (no history), True (the default database) or a file. A --db
+    that names no file is bad input, not an empty history (a typo would otherwise judge by the class defaults)."""
+    if no_history:
+        if db:
+            raise GapbenchError("--db names the history to judge by and --no-history says not to read one; give one")
+        return False
+    if db is None:
+        return True
+    if not os.path.isfile(db):
+        raise GapbenchError(f"--db {db}: no such history database")
+    return db

@@ -93,6 +93,7 @@ class Takeaway:
     any_flagged: bool = False
     bases: tuple[str, ...] = ()  # how the gaps were judged: "runs", "single run"
     spreads: tuple[tuple[str, float], ...] = ()  # the default run-to-run spreads that single runs assumed
+    spread_bases: tuple[tuple[str, int], ...] = ()  # (a gap's spread basis, e.g. "history n=4", rows judged by it)
 
 
 @dataclass(frozen=True)
@@ -203,6 +204,9 @@ class Comparison:
                     "gaps": {names[i]: {"gap_pct": g.pct, "significant": g.significant, "status": g.status or None,
                                         "interval_pct": [g.lo, g.hi] if g.lo is not None else None,
                                         "basis": g.basis or None, "runs": list(g.runs),
+                                        "verdict": g.verdict, "why": g.why or None,
+                                        "spread_basis": g.spread_basis or None,
+                                        "spreads": [sp.to_dict() for sp in g.spreads],
                                         "flagged": g.flagged or None}
                              for i, g in r.gaps.items()},
                     "published": {names[i]: {"gap_pct": pg.gap_pct, "source": pg.source, "date": pg.date}

@@ -11,7 +11,20 @@ from html import escape
 
 from gapbench import __version__
 from gapbench.assess.model import NOT_NATIVE, Assessment
-from gapbench.report.kit import MINUS, Table, fmt_num, fmt_pct, gap_text, html_table, md_cell, md_table, one_line
+from gapbench.compare.gaps import NO_VERDICT, WITHIN_NOISE
+from gapbench.report.kit import (
+    FLAGGED_MARK,
+    MINUS,
+    Table,
+    fmt_num,
+    fmt_pct,
+    gap_text,
+    html_table,
+    md_cell,
+    md_table,
+    one_line,
+)
+from gapbench.report.runs import BUSY_HINT
 from gapbench.text import json_printable
 
 FORMATS = ("table", "md", "json", "html")
@@ -60,13 +73,36 @@ def speed_text(a: Assessment) -> str:
     s = a.speed
     if s is None:
         return "speed not predicted (" + "; ".join(one_line(m, 160) for m in a.speed_missing[:2]) + ")"
+    g = s.verdict(a.allow_flagged)
+    if g.verdict == NO_VERDICT:
+        return (f"expected speed: no verdict ({fmt_pct(s.gap_pct)}{FLAGGED_MARK} predicted; {len(s.flagged)} of the "
+                f"rates it uses were {BUSY_HINT})")
+    within = " (within noise: the interval holds 0)" if g.verdict == WITHIN_NOISE else ""
     return (f"expected speed {fmt_pct(s.gap_pct)} [{fmt_pct(s.lo)}, {fmt_pct(s.hi)}] against the source stack "
-            "(predicted)")
+            f"(predicted){within}")
 
 
 def verdict_line(a: Assessment) -> str:
     """The first line of every format: code, operators, speed, each with what was not known."""
     return f"moving {a.path} to {a.stack.name}: {code_text(a)}; {operators_text(a)}; {speed_text(a)}"
+
+
+def warning_lines(a: Assessment) -> list[str]:
+    """What makes the verdict line less than it says, before it: files given for the target that ran on another
+    stack, and (once per results file) rates the host watch flagged."""
+    out = [f"warning: {m}." for m in a.mismatches]
+    s = a.speed
+    if s is not None:
+        seen: dict[str, list[str]] = {}
+        for side in (s.source, s.target):
+            if side.flagged:
+                seen.setdefault(side.path or side.platform, []).extend(side.flagged)
+        for where, rates in seen.items():
+            rates = list(dict.fromkeys(rates))
+            out.append(f"warning: {where}: {len(rates)} rate(s) measured on a disturbed host (the host watch flagged "
+                       f"them): {', '.join(rates)}" + ("" if a.allow_flagged else " — the expected speed has no "
+                                                        "verdict (--allow-flagged to judge it anyway)") + ".")
+    return out
 
 
 # ---- the evidence, as a document of blocks --------------------------------------------------------------
@@ -188,10 +224,6 @@ def _speed_section(a: Assessment) -> Section:
             numeric=(1, 2, 3), title=f"predicted against measured ({m.workload}, the traced variant measured on both)"))
     else:
         sec.blocks.append(f"No measured check: {s.measured_note}.")
-    for side in (src, tgt):
-        if side.flagged:
-            sec.blocks.append(f"warning: {side.platform}: rates measured on a disturbed host (the host watch flagged "
-                              f"them): {', '.join(side.flagged)}.")
     return sec
 
 
@@ -254,7 +286,8 @@ def render_terminal(a: Assessment, limit: int = 20) -> list:
     """Rich renderables, the verdict first."""
     from gapbench.report.kit import rich_table, rich_text
 
-    out: list = [rich_text(verdict_line(a), style="bold")]
+    out: list = [rich_text(w, style="bold yellow") for w in warning_lines(a)] + [rich_text(verdict_line(a),
+                                                                                          style="bold")]
     for sec in sections(a, limit):
         out.append(rich_text(""))
         out.append(rich_text(sec.title, style="bold underline"))
@@ -263,7 +296,7 @@ def render_terminal(a: Assessment, limit: int = 20) -> list:
 
 
 def render_markdown(a: Assessment, limit: int = 20) -> str:
-    lines = [f"**{md_cell(verdict_line(a))}**", ""]
+    lines = [x for w in warning_lines(a) for x in (f"**{md_cell(w)}**", "")] + [f"**{md_cell(verdict_line(a))}**", ""]
     for sec in sections(a, limit):
         lines += [f"### {md_cell(sec.title)}", ""]
         for b in sec.blocks:
@@ -275,7 +308,8 @@ def render_markdown(a: Assessment, limit: int = 20) -> str:
 
 
 def render_json(a: Assessment) -> str:
-    return json_printable(json.dumps({"verdict": verdict_line(a), **a.to_dict(), "not_known": _unknowns(a)},
+    return json_printable(json.dumps({"verdict": verdict_line(a), "warnings": warning_lines(a), **a.to_dict(),
+                                      "not_known": _unknowns(a)},
                                      indent=1, default=str, allow_nan=False)) + "\n"
 
 
@@ -295,6 +329,7 @@ def render_html(a: Assessment, limit: int = 20) -> str:
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
              f"<title>{escape('gapbench assess: ' + a.path)}</title><style>{STYLE}</style></head><body>",
+             *(f'<p class="blocker">{escape(w)}</p>' for w in warning_lines(a)),
              f"<h1>{escape(verdict_line(a))}</h1>",
              f'<p class="muted">gapbench {escape(__version__)} assess · target {escape(a.stack.name)}</p>']
     for sec in sections(a, limit):

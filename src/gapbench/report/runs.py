@@ -4,11 +4,32 @@ history of a workload across runs."""
 from __future__ import annotations
 
 import json
+import math
+import statistics
 
 from gapbench import specs
-from gapbench.compare import gap_pct, percent_of_peak, platform_identity
-from gapbench.report.kit import Table, fmt_num, fmt_pct, interval_text, measurement_text, one_line, variant_text
+from gapbench.compare import percent_of_peak, platform_identity
+from gapbench.compare.gaps import Spread, class_default, judge_runs
+from gapbench.report.kit import (
+    FLAGGED_MARK,
+    Table,
+    fmt_num,
+    gap_text,
+    interval_text,
+    measurement_text,
+    one_line,
+    variant_text,
+)
 from gapbench.results import ResultSet
+
+BUSY_HINT = "measured on a busy host: rerun idle, or compare with --allow-flagged"
+
+
+def host_watch_text(m) -> str:
+    """The host watch's reasons for a flagged measurement, one line; "" when it was not flagged."""
+    if not m.flagged:
+        return ""
+    return one_line("; ".join(str(r) for r in (m.host_watch or {}).get("reasons", [])) or "flagged")
 
 
 def results_table(rs: ResultSet) -> Table:
@@ -22,33 +43,73 @@ def results_table(rs: ResultSet) -> Table:
                 note += f" · best {m.metrics['best_m']}×{m.metrics['best_n']}×{m.metrics['best_k']}"
         else:
             note, style = f"{m.status}: {one_line(m.reason)}", m.status
+        flag = host_watch_text(m)
         rows.append([m.workload, variant_text(m.variant), measurement_text(m), m.unit,
-                     f"{pct:.1f}%{' MFU' if kind == 'MFU' else ''}" if pct is not None else "", note])
-        styles.append(["", "", "", "", "", style])
+                     f"{pct:.1f}%{' MFU' if kind == 'MFU' else ''}" if pct is not None else "", note,
+                     f"{FLAGGED_MARK} {flag}" if flag else ""])
+        styles.append(["", "", "", "", "", style, "noisy" if flag else ""])
     title = f"{rs.name} — {rs.device.get('type', '?')} · torch {rs.device.get('torch', '?')}"
-    return Table(["workload", "variant", "value [95% CI]", "unit", "% peak", "status / note"], rows,
+    return Table(["workload", "variant", "value [95% CI]", "unit", "% peak", "status / note", "host watch"], rows,
                  numeric=(2, 4), title=title, styles=styles)
+
+
+def busy_summary(rs: ResultSet) -> str:
+    """A line when most measured rows were flagged by the host watch: what to do about it; "" otherwise."""
+    ok = [m for m in rs.measurements if m.ok]
+    flagged = sum(1 for m in ok if m.flagged)
+    if not ok or flagged * 2 <= len(ok):
+        return ""
+    return f"{flagged} of {len(ok)} measurements {FLAGGED_MARK} {BUSY_HINT}"
+
+
+def _change(r, prev, spread: Spread) -> str:
+    """The change against the previous run, judged by the one verdict policy (compare.gaps)."""
+    flagged = "; ".join(x for x in (r.flag, prev.flag) if x)
+    g = judge_runs([r.value], [prev.value], True, spread.value, flagged=flagged, spreads=(spread,))
+    return f"{gap_text(g)} ({spread.label})"
+
+
+def _spreads(rows) -> dict:
+    """Per (device, threads, torch, variant): the class default, or the spread of its unflagged runs (three or
+    more), the way the history judges a single run (history.run_spread)."""
+    logs: dict = {}
+    for r in rows:
+        if r.status == "ok" and r.value and not r.flag:
+            logs.setdefault(_key(r), []).append(math.log(r.value))
+    out = {}
+    for r in rows:
+        k = _key(r)
+        vals = logs.get(k, [])
+        out[k] = (Spread(statistics.stdev(vals), "history", len(vals)) if len(vals) >= 3
+                  else class_default(r.device_type))
+    return out
+
+
+def _key(r) -> tuple:
+    return (r.device_product, r.threads, r.torch_version, json.dumps(r.variant, sort_keys=True), r.preset)
 
 
 def history_table(workload: str, rows) -> Table:
     """history.HistoryRow rows, oldest first, with the change against the previous run of the same device, CPU
-    threads and variant."""
+    threads and variant, judged as compare judges a single run; the host watch's flag of each row."""
     out, last = [], {}
+    spreads = _spreads(rows)
     for r in rows:
-        key = (r.device_product, r.threads, json.dumps(r.variant, sort_keys=True), r.preset)
+        key = _key(r)
         if r.status == "ok" and r.value is not None:
             val = fmt_num(r.value) + (f" {interval_text(r.ci95)}" if r.ci95 else "")
             prev = last.get(key)
-            g = gap_pct(r.value, prev, True) if prev is not None else None
-            change = fmt_pct(g) if g is not None else "—"
-            last[key] = r.value
+            change = _change(r, prev, spreads[key]) if prev is not None else "—"
+            last[key] = r
         else:
             val, change = f"{r.status}", one_line(r.reason or "", 60)
         out.append([str(x) for x in (
             (r.started_at or "")[:19], r.device_product or r.device_type or "?",
             "" if r.threads is None else r.threads, r.label or "", variant_text(r.variant),
-            val, r.unit or "", change, r.gapbench_version or "", r.torch_version or "", r.runtime or "")])
-    return Table(["started", "device", "threads", "label", "variant", "value [95% CI]", "unit", "change", "gapbench",
-                  "torch", "runtime"], out, numeric=(5, 7),
+            val, r.unit or "", change, f"{FLAGGED_MARK} {one_line(r.flag)}" if r.flag else "",
+            r.gapbench_version or "", r.torch_version or "", r.runtime or "")])
+    return Table(["started", "device", "threads", "label", "variant", "value [95% CI]", "unit", "change",
+                  "host watch", "gapbench", "torch", "runtime"], out, numeric=(5, 7),
                  title=f"history of {workload} (change: against the previous run of the same device, CPU threads "
-                       "and variant)")
+                       "and variant; ≈ within the run-to-run spread — the history's unflagged runs of the row "
+                       f"(n), else the class default; {FLAGGED_MARK} measured on a disturbed host: no verdict)")
