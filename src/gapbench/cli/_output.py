@@ -15,7 +15,7 @@ from rich.segment import Segment
 from gapbench.results import json_text
 from gapbench.text import has_controls, json_printable, printable
 
-__all__ = ["out", "err", "print_json", "ShownConsole"]
+__all__ = ["out", "err", "print_json", "shown", "ShownConsole", "OUTPUT_WIDTH"]
 
 
 class ShownConsole(Console):
@@ -34,10 +34,17 @@ class ShownConsole(Console):
                 yield Segment(printable(seg.text, keep_newlines=True), seg.style)
 
 
+OUTPUT_WIDTH = 160  # files and pipes get full-width tables instead of rich's 80-column default: every verb alike
+
 out = ShownConsole(highlight=False, soft_wrap=False)
-if not out.is_terminal:  # files and pipes get full-width tables instead of rich's 80-column default
-    out = ShownConsole(highlight=False, soft_wrap=False, width=160)
+if not out.is_terminal:
+    out = ShownConsole(highlight=False, soft_wrap=False, width=OUTPUT_WIDTH)
 err = ShownConsole(stderr=True, highlight=False)
+
+
+def shown() -> ShownConsole:
+    """The console every verb prints its tables to: the terminal's width, or OUTPUT_WIDTH piped."""
+    return out
 
 
 def print_json(data) -> None:

@@ -101,13 +101,13 @@ def main(args) -> int:
     if args.json:
         print_json(cov)
         return 0
-    from rich.console import Console
     from rich.text import Text
 
+    from gapbench.cli._output import shown
     from gapbench.report.coverage import coverage_tables
     from gapbench.report.kit import rich_table
 
-    console = Console()
+    console = shown()
     limit = None if args.show == "all" else int(args.show)
     for item in coverage_tables(cov, where=rs.name, show=limit):
         console.print(Text(item, style="bold") if isinstance(item, str) else rich_table(item))

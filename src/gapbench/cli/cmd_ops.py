@@ -52,13 +52,13 @@ def main(args) -> int:
             data["against"] = args.against
         print_json(data)
     else:
-        from rich.console import Console
         from rich.text import Text
 
+        from gapbench.cli._output import shown
         from gapbench.report.coverage import trace_table
         from gapbench.report.kit import rich_table
 
-        console = Console()
+        console = shown()
         console.print(rich_table(trace_table(trace, verdict.statuses if verdict else None)))
         n_f = sum(trace.forward.values())
         n_b = sum(trace.backward.values())

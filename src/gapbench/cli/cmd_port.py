@@ -38,8 +38,9 @@ def main(args) -> int:
     elif fmt == "md":
         sys.stdout.write(render_port_markdown(report))
     else:
-        from rich.console import Console
-        console = Console()
+        from gapbench.cli._output import shown
+
+        console = shown()
         for item in port_terminal(report):
             console.print(item)
     if args.fail_on_unmapped and report.unmapped:

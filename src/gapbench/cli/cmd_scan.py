@@ -78,8 +78,10 @@ def main(args) -> int:
 def _emit(out, fmt: str, output: str | None) -> None:
     """The rendered report to the terminal (rich for the table) or to the output file."""
     if fmt == "table":
-        from rich.console import Console
-        console = Console(record=True, width=160, file=io.StringIO()) if output else Console()
+        from gapbench.cli._output import OUTPUT_WIDTH, ShownConsole, shown
+
+        console = (ShownConsole(record=True, width=OUTPUT_WIDTH, file=io.StringIO(), highlight=False) if output
+                   else shown())
         for item in out:
             console.print(item)
         if not output:
@@ -122,13 +124,14 @@ def _list_rules(args, fmt: str) -> int:
     if fmt == "json":
         sys.stdout.write(json.dumps({"source": rs.source, "date": rs.date, "rules": rows}, indent=2) + "\n")
         return 0
-    from rich.console import Console
     from rich.table import Table
+
+    from gapbench.cli._output import shown
 
     t = Table(title=f"{len(rows)} scan rules ({rs.date}; {rs.source})", title_justify="left")
     for col in ("id", "kind", *TARGETS, "message"):
         t.add_column(col, overflow="fold")
     for r in rows:
         t.add_row(r["id"], ",".join(r["kind"]), *(r["verdicts"][x] for x in TARGETS), r["message"])
-    Console().print(t)
+    shown().print(t)
     return 0

@@ -216,7 +216,12 @@ def host_identity() -> dict:
 
 
 def relevant_env() -> dict[str, str]:
-    return {k: v for k, v in sorted(os.environ.items()) if k.startswith(ENV_PREFIXES) and k not in ENV_EXCLUDE}
+    """The variables that change what a stack does, as recorded with a run: never gapbench's internal ones (the
+    tokens, pipes and job files a parent hands its children)."""
+    from gapbench.results.records import recorded_env
+
+    return recorded_env({k: v for k, v in sorted(os.environ.items())
+                         if k.startswith(ENV_PREFIXES) and k not in ENV_EXCLUDE})
 
 
 def blas_libraries() -> dict:

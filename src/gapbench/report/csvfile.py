@@ -12,8 +12,10 @@ from gapbench.report import numerics
 from gapbench.text import printable
 
 CSV_FIELDS = ("workload", "variant", "unit", "higher_is_better", "bound", "arithmetic_intensity", "platform",
-              "baseline", "status", "value", "ci95_low", "ci95_high", "gap_pct", "significant", "pct_of_peak",
-              "peak_kind", "power_w", "per_watt", "per_dollar", "reason")
+              "baseline", "status", "value", "ci95_low", "ci95_high", "ci_level", "gap_pct", "gap_low", "gap_high",
+              "significant", "basis", "flagged", "pct_of_peak", "peak_kind", "power_w", "per_watt", "per_dollar",
+              "reason")
+NO_VERDICT = "no verdict"  # `significant` of a gap with a number but no verdict (a flagged side, no runs)
 FORMULA_START = ("=", "+", "-", "@")  # what makes a spreadsheet read a cell as a formula
 
 
@@ -27,18 +29,30 @@ def render_csv(comp: Comparison) -> str:
         for i, c in enumerate(r.cells):
             g = r.gaps.get(i)
             ci = c.ci95 or (None, None)
+            stats = c.measurement.stats if c.measurement is not None and c.ci95 else None
             w.writerow([
                 _text(r.workload), _text(json.dumps(r.variant, sort_keys=True)), _text(r.unit), r.higher_is_better,
                 _text(r.bound), _num(r.intensity), _text(comp.platforms[i].name), i == comp.baseline,
-                _text(c.status), _num(c.value), _num(ci[0]), _num(ci[1]), _num(g.pct if g else None),
-                "" if g is None or g.significant is None else g.significant, _num(c.pct_peak), _text(c.peak_kind),
-                _num(c.power_w), _num(c.per_watt), _num(c.per_dollar), _text(c.reason), *pad,
+                _text(c.status), _num(c.value), _num(ci[0]), _num(ci[1]),
+                _num(getattr(stats, "ci_level", 0.95) if stats is not None else None), *_gap_fields(g),
+                _num(c.pct_peak), _text(c.peak_kind), _num(c.power_w), _num(c.per_watt), _num(c.per_dollar),
+                _text(c.reason), *pad,
             ])
     for common, layer in extra:
         row = {**common, "variant": json.dumps(common["variant"], sort_keys=True)}
         w.writerow([_text(row[f]) if f in row and f != "baseline" else (row[f] if f in row else "")
                     for f in CSV_FIELDS] + [_text(layer[0]), _text(layer[1]), *(_num(x) for x in layer[2:])])
     return buf.getvalue()
+
+
+def _gap_fields(g) -> list:
+    """gap_pct, gap_low, gap_high, significant (True, False or "no verdict"), basis (which spread the interval
+    used), flagged (the host watch's reason)."""
+    if g is None:
+        return ["", "", "", "", "", ""]
+    significant = "" if g.pct is None else NO_VERDICT if g.significant is None else g.significant
+    basis = getattr(g, "spread_basis", "") or g.basis
+    return [_num(g.pct), _num(g.lo), _num(g.hi), significant, _text(basis), _text(g.flagged)]
 
 
 def _num(x) -> str:

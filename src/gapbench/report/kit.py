@@ -77,6 +77,14 @@ def fmt_gap_interval(pct: float, lo: float, hi: float) -> str:
     return f"[{fmt_pct(lo)}, {fmt_pct(hi)}]"
 
 
+UNIT_SPELLING = {"us": "µs", "usec": "µs", "tflops": "TFLOP/s", "gbps": "GB/s"}  # what a unit field may say
+
+
+def unit_text(unit: str) -> str:
+    """A unit as it is written: 'µs', not the ASCII 'us' some workloads record."""
+    return UNIT_SPELLING.get(unit.strip().lower(), unit) if unit else unit
+
+
 def fmt_size(n: float) -> str:
     for unit, f in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
         if n >= f:

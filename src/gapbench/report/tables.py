@@ -17,6 +17,7 @@ from gapbench.report.kit import (
     peak_text,
     published_text,
     row_label,
+    unit_text,
 )
 
 
@@ -43,7 +44,7 @@ def gap_table(comp: Comparison, merge_peak: bool = False) -> Table:
 
 
 def _gap_row(comp, r, others, merge_peak: bool, show_peak: bool, has_published: bool) -> tuple[list, list]:
-    row = [row_label(r), r.unit + ("" if r.higher_is_better else " (lower is better)"), r.bound]
+    row = [row_label(r), unit_text(r.unit) + ("" if r.higher_is_better else " (lower is better)"), r.bound]
     style = ["", "", ""]
     for c in r.cells:
         row.append(cell_text(c) + (f" ({merged_peak_text(c)})" if merge_peak and c.pct_peak is not None else ""))
@@ -115,16 +116,32 @@ def prices_line(comp: Comparison) -> str:
 
 
 def failures(comp: Comparison) -> Table | None:
-    """Platform, row, status and reason of every non-ok measurement, including those only one side ran."""
+    """Platform, row, status and reason of every non-ok measurement, including those only one side ran. Rows of
+    one workload that failed with one status and one reason (the metrics of a failed inference point) are one
+    line, with what varies among them, so that a reason is never repeated row after row."""
     rows, styles = [], []
     for p in comp.platforms:
+        groups: dict[tuple, list] = {}
         for m in p.result_set.measurements:
             if not m.ok:
-                label = m.workload + (" " + " ".join(f"{k}={v}" for k, v in m.variant.items()) if m.variant else "")
-                rows.append([p.name, label, m.status, one_line(m.reason)])
-                styles.append(["", "", m.status, ""])
+                groups.setdefault((m.workload, m.status, one_line(m.reason)), []).append(m.variant or {})
+        for (workload, status, reason), variants in groups.items():
+            rows.append([p.name, _failed_rows_label(workload, variants), status, reason])
+            styles.append(["", "", status, ""])
     return Table(["platform", "row", "status", "reason"], rows, text_columns=4, title="failures",
                  styles=styles) if rows else None
+
+
+def _failed_rows_label(workload: str, variants: list[dict]) -> str:
+    """'gemm dtype=tf32 m=1024': one row; 'llm-infer batch_size=8 … (12 rows: metric=ttft_ms, …)' for several."""
+    keys = list(dict.fromkeys(k for v in variants for k in v))
+    same = {k: variants[0].get(k) for k in keys if all(k in v and v[k] == variants[0][k] for v in variants)}
+    label = workload + (" " + " ".join(f"{k}={v}" for k, v in same.items()) if same else "")
+    if len(variants) == 1:
+        return label
+    varying = [k for k in keys if k not in same]
+    what = "; ".join(f"{k}={', '.join(dict.fromkeys(str(v.get(k, '—')) for v in variants))}" for k in varying)
+    return f"{label} ({len(variants)} rows{': ' + what if what else ''})"
 
 
 def _flat(d, prefix: str = "") -> dict[str, str]:

@@ -107,6 +107,21 @@ class Host(Record):
     python: Text = None
 
 
+# gapbench's own variables worth recording (they change what a run measures); every other GAPBENCH_ variable is
+# internal, set by gapbench for its own child processes (their tokens, pipes, job files, parent pid), and is
+# never recorded, and dropped from older files when they are read
+GAPBENCH_SETTINGS = ("GAPBENCH_SPECS", "GAPBENCH_TUNING_DIR", "GAPBENCH_TEST_ACCELERATOR", "GAPBENCH_COVERAGE_EXTRA_OPS")
+
+
+def is_internal_env(name: str) -> bool:
+    return name.startswith("GAPBENCH_") and not name.startswith(GAPBENCH_SETTINGS)
+
+
+def recorded_env(env: dict) -> dict:
+    """The environment variables a results file keeps: every one but gapbench's internal ones."""
+    return {k: v for k, v in env.items() if not is_internal_env(str(k))}
+
+
 class DeviceIdentity(Record):
     type: OptName = None
     spec: Text = None
@@ -381,6 +396,16 @@ class ResultSet(Record):
             return data
         return {"schema_version": SCHEMA_VERSION, "measurements": [], "run_id": uuid.uuid4().hex[:16],
                 "gapbench_version": _default_version(), "started_at": now_iso(), **data}
+
+    @field_validator("device", mode="after")
+    @classmethod
+    def _no_internal_env(cls, device: Any) -> Any:
+        """gapbench's internal variables (GAPBENCH_CHILD_TOKEN, …) out of the device's env, also in older files."""
+        if isinstance(device, dict) and isinstance(device.get("env"), dict):
+            env = recorded_env(device["env"])
+            if len(env) != len(device["env"]):
+                device = {**device, "env": env}
+        return device
 
     @field_validator("options", mode="after")
     @classmethod
