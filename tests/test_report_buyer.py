@@ -4,15 +4,15 @@ with a legend and fixed dtype colours), checked in a real headless Chromium with
 
 import json
 import re
-from html import escape
 import shutil
 import subprocess
 import sys
+from html import escape
 from pathlib import Path
 
 import pytest
 
-from compare_fixtures import cpu_device, gemm, membw, result_set
+from compare_fixtures import cpu_device, gemm, result_set
 from gapbench import specs
 from gapbench.compare import compare, platform_identity
 from gapbench.report import render
