@@ -86,3 +86,13 @@ def test_user_workload_file_runs_with_the_same_contract(tmp_path):
     (m,) = d["measurements"]
     assert m["workload"] == "axpy" and m["status"] == "ok" and m["value"] > 0
     assert m["stats"]["n"] >= 3 and len(m["stats"]["ci95"]) == 2
+
+
+def test_an_error_that_carries_a_users_multi_line_text_is_still_one_line_with_its_escapes_shown(tmp_path):
+    wf = tmp_path / "loud.py"
+    wf.write_text('raise RuntimeError("raised on purpose\\nover two lines\\x1b[2J")\n')
+    r = gapbench("run", "--workload-file", wf, "--no-history", "-o", tmp_path / "o.json", timeout=120)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "raised on purpose over two lines" in lines[0], r.stderr
+    assert "\x1b" not in r.stderr and "\\x1b[2J" in lines[0]

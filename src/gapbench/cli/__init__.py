@@ -15,6 +15,7 @@ import sys
 
 from gapbench import __version__
 from gapbench.errors import GapbenchError
+from gapbench.text import printable
 
 VERBS = ("run", "list", "env", "compare", "report", "specs", "history", "coverage", "ops", "scan", "port",
          "frameworks", "assess", "claims")
@@ -58,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args._main(args) or 0)
     except GapbenchError as e:
-        print(f"gapbench: error: {e}", file=sys.stderr)
+        print(f"gapbench: error: {_one_line(e)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt as e:  # Ctrl-C, or SIGTERM/SIGHUP where a verb turned them into one (run)
         signum = int(getattr(e, "signum", signal.SIGINT))
@@ -70,6 +71,12 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as e:
         if os.environ.get("GAPBENCH_DEBUG"):
             raise
-        print(f"gapbench: internal error: {e.__class__.__name__}: {e} (set GAPBENCH_DEBUG=1 for a traceback)",
-              file=sys.stderr)
+        print(f"gapbench: internal error: {e.__class__.__name__}: {_one_line(e)} (set GAPBENCH_DEBUG=1 for a "
+              "traceback)", file=sys.stderr)
         return 1
+
+
+def _one_line(e: BaseException) -> str:
+    """An error's text as one line, its control characters shown, never obeyed: the message may carry what a
+    user's file or code said (an exception raised over several lines, an escape sequence)."""
+    return printable(" ".join(str(e).split()))
