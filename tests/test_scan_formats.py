@@ -24,12 +24,14 @@ def test_json_shape(report):
     assert d["schema"] == "gapbench.scan/1" and d["targets"] == ["rocm", "npu", "xpu"]
     assert set(d["stats"]) >= {"files_scanned", "files_skipped", "findings", "suppressed", "elapsed_s", "files_per_s"}
     assert d["stats"]["findings"] == len(d["findings"]) == len(report.findings)
+    assert sum(r["findings"] for r in d["rules_fired"].values()) == len(d["findings"])   # how often each rule fired
     f = d["findings"][0]
-    assert set(f) == {"path", "line", "column", "rule", "kind", "text", "message", "verdicts", "fix", "reference"}
+    assert set(f) == {"path", "line", "column", "rule", "already_ported", "kind", "text", "message", "verdicts", "fix",
+                      "reference"}
     assert "blocker" in f["verdicts"].values(), "blockers come first"
     for t in ("rocm", "npu", "xpu"):
         s = d["summary"][t]
-        assert sum(s["counts"].values()) == len(d["findings"])
+        assert sum(s["counts"].values()) == len(d["findings"]) - d["stats"]["already_ported"]
         assert 0 < s["effort_person_days"]["low"] <= s["effort_person_days"]["high"]
         assert {b["rule"] for b in s["blockers"]} == {r["rule"] for r in s["rules"] if r["verdict"] == "blocker"}
 

@@ -46,6 +46,8 @@ def _stats_line(report: ScanReport) -> str:
     mb = report.bytes_scanned / 1e6
     line = (f"{report.files_scanned:,} files scanned ({mb:.1f} MB) of {report.files_seen:,} seen, "
             f"in {report.elapsed_s:.1f} s ({report.files_per_s:,.0f} files/s); {len(report.findings):,} findings")
+    if report.ported:
+        line += f", {report.ported} already ported (in ROCm/XPU/NPU branches: not counted)"
     if report.suppressed:
         line += f", {report.suppressed} suppressed"
     if report.skipped:
@@ -80,20 +82,22 @@ def blockers_table(report: ScanReport) -> Table | None:
 
 def rules_table(report: ScanReport) -> Table:
     rules = report.ruleset.rules
-    counts = Counter(f.rule for f in report.findings)
-    order = sorted(counts, key=lambda r: (-VERDICTS.index(rules[r].worst(report.targets)), -counts[r], r))
-    rows = [[rid, str(counts[rid]), *(rules[rid].verdicts[t] for t in report.targets), rules[rid].fix,
-             rules[rid].reference] for rid in order]
-    styles = [["", "", *(rules[rid].verdicts[t] for t in report.targets), "", ""] for rid in order]
-    return Table(["rule", "findings", *report.targets, "fix", "reference"], rows, numeric=(1,), title="Rules hit",
+    fired = report.firings()
+    order = sorted(fired, key=lambda r: (-VERDICTS.index(rules[r].worst(report.targets)), -fired[r]["findings"], r))
+    rows = [[rid, str(fired[rid]["findings"]), str(fired[rid]["ported"]), str(fired[rid]["files"]),
+             *(rules[rid].verdicts[t] for t in report.targets), rules[rid].fix, rules[rid].reference] for rid in order]
+    styles = [["", "", "", "", *(rules[rid].verdicts[t] for t in report.targets), "", ""] for rid in order]
+    return Table(["rule", "fired", "already ported", "files", *report.targets, "fix", "reference"], rows,
+                 numeric=(1, 2, 3), title="Rules hit (how often each fired; already ported ones are not counted)",
                  styles=styles)
 
 
 def findings_table(report: ScanReport, limit: int | None = None) -> Table:
     shown = report.findings if not limit or limit <= 0 else report.findings[:limit]
-    rows = [[f"{f.path}:{f.line}:{f.column}", f.rule, *(report.verdict(f, t) for t in report.targets),
+    rows = [[f"{f.path}:{f.line}:{f.column}", f.rule,
+             *("already ported" if f.ported else report.verdict(f, t) for t in report.targets),
              one_line(f.text, 200), report.ruleset.rules[f.rule].fix] for f in shown]
-    styles = [["", "", *(report.verdict(f, t) for t in report.targets), "", ""] for f in shown]
+    styles = [["", "", *("" if f.ported else report.verdict(f, t) for t in report.targets), "", ""] for f in shown]
     return Table(["location", "rule", *report.targets, "text", "fix"], rows, numeric=(),
                  title=f"Findings (worst first; {len(shown)} of {len(report.findings)})", styles=styles)
 

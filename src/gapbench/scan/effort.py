@@ -56,6 +56,8 @@ def summarize(findings: list[Finding], ruleset: RuleSet, target: str) -> TargetS
     files_per_rule: dict[str, set[str]] = defaultdict(set)
     auto_files: set[str] = set()
     for f in findings:
+        if f.ported:
+            continue    # code a migration keeps: not counted against the target, not in the effort
         v = ruleset.rules[f.rule].verdicts[target]
         counts[v] += 1
         per_rule[f.rule] += 1

@@ -151,7 +151,7 @@ class Matcher:
             matches = self.python.fallback(text)
         else:
             try:
-                matches = self.python.match(tree, text, present)
+                matches = self.python.match(tree, text, present, frozenset(rel.split("/")[:-1]))
             except RecursionError:
                 res.notes.append(Note(rel, "Python too deeply nested to walk: fell back to a text scan"))
                 matches = self.python.fallback(text)

@@ -14,6 +14,8 @@ from gapbench.scan.statements import collapse, cpp_may_share, cpp_units
 
 # `namespace fe = cudnn_frontend;`, `namespace cg = ::cooperative_groups::experimental;`
 _NAMESPACE_ALIAS = re.compile(r"\bnamespace\s+(\w+)\s*=\s*(?:::\s*)?(\w+)[\w:\s]*;")
+# `namespace cub = hipcub;` in a ROCm branch: the file's cub:: names are hipCUB's there
+_HIP_ALIAS = re.compile(r"\bnamespace\s+(\w+)\s*=\s*(?:::\s*)?hip\w*\s*;")
 
 
 class CppRules:
@@ -38,8 +40,9 @@ class CppRules:
         found = _one_per_statement(found, text, code, starts, self.exempt)
         ported = cpp_port_lines(masked)
         if ported:
+            twins = _hip_twins(code, starts, ported)
             for m in found:
-                m.ported = in_ranges(ported, m.line)
+                m.ported = in_ranges(ported, m.line) or (twins is not None and bool(twins.match(m.text)))
         return found
 
     @property
@@ -141,3 +144,12 @@ def _one_per_statement(found: list[TextMatch], text: str, code: str, starts: lis
             m = TextMatch(m.rule, line, col, m.text, last=last)
         out.append(m)
     return out
+
+
+def _hip_twins(code: str, starts: list[int], ported: list[tuple[int, int]]) -> re.Pattern | None:
+    """Names aliased to their HIP twin inside a port branch (`namespace cub = hipcub;`): a finding on such a
+    name (`cub::BlockLoad`) is already ported, the alias does the work on ROCm."""
+    if "namespace" not in code:
+        return None
+    names = [m.group(1) for m in _HIP_ALIAS.finditer(code) if in_ranges(ported, _position(starts, m.start())[0])]
+    return re.compile(r"(?:" + "|".join(map(re.escape, names)) + r")\s*::") if names else None

@@ -189,11 +189,14 @@ class PythonRules:
             return self._walk_literals
         return tuple(w for w in self._walk_literals if self._quick_of_walk[w] is None or self._quick_of_walk[w] in present)
 
-    def match(self, tree: ast.AST, text: str, present: frozenset[str] | None = None) -> list[PythonMatch]:
+    def match(self, tree: ast.AST, text: str, present: frozenset[str] | None = None,
+              own: frozenset[str] = frozenset()) -> list[PythonMatch]:
         """Findings in a parsed file. Only statements on lines that hold a hint or an import are walked:
         any name a rule can resolve has its CUDA-looking part on such a line, or behind an import alias
         (the lines using such an alias are walked in a second, equally pruned pass)."""
-        return _FileMatch(self, tree, text).run(self.walk_literals(present))
+        fm = _FileMatch(self, tree, text)
+        fm.own = own    # the folders the file sits in: a package importing itself is not a dependency
+        return fm.run(self.walk_literals(present))
 
 
 class _FileMatch:
@@ -211,6 +214,7 @@ class _FileMatch:
         self.docstrings: set[int] = set()
         self.strings: list[Rule] = []
         self.parents: dict[int, ast.AST] = {}
+        self.own: frozenset[str] = frozenset()
 
     def run(self, literals: tuple[str, ...]) -> list[PythonMatch]:
         found: set[str] = set()
@@ -272,6 +276,8 @@ class _FileMatch:
 
     def _report_import(self, node: ast.AST, a: ast.alias, full: str, shown: str,
                        reported: set[tuple[int, str]]) -> None:
+        if full.split(".")[0] in self.own:
+            return      # the project's own package (bitsandbytes/utils.py importing bitsandbytes)
         hit = self.rules._longest(self.rules.imports, full) or self.rules._longest(self.rules.attr, full)
         if hit and not hit[1].keyword and (a.lineno, hit[1].id) not in reported:
             reported.add((a.lineno, hit[1].id))
@@ -334,7 +340,8 @@ class _FileMatch:
             hit = self.rules._longest(self.rules.attr, q)
             if hit and not hit[1].keyword:
                 self._add(hit[1], node.lineno, node.col_offset, dotted)
-            elif not hit and (used := self.rules._longest(self.rules.import_uses, q)) and self._is_use(node):
+            elif not hit and (used := self.rules._longest(self.rules.import_uses, q)) and self._is_use(node) \
+                    and q.split(".")[0] not in self.own:
                 self._add(used[1], node.lineno, node.col_offset, dotted)   # e.g. rotary_emb.apply_rotary(...)
         elif isinstance(node, ast.Attribute) and node.attr in self.rules.methods:
             r = self.rules.methods[node.attr]

@@ -49,7 +49,7 @@ class ScanReport:
     def fails(self, level: str) -> bool:
         """True when any finding reaches `level` (manual or blocker) on a selected target."""
         need = VERDICTS.index(level)
-        return any(self.severity(f) >= need for f in self.findings)
+        return any(self.severity(f) >= need for f in self.findings if not f.ported)
 
     @property
     def files_per_s(self) -> float:
@@ -57,6 +57,21 @@ class ScanReport:
 
     def rules_used(self) -> list[str]:
         return sorted({f.rule for f in self.findings})
+
+    @property
+    def ported(self) -> int:
+        """Findings inside branches that already are the port (#ifdef USE_ROCM, if torch.version.hip, ...)."""
+        return sum(1 for f in self.findings if f.ported)
+
+    def firings(self) -> dict[str, dict[str, int]]:
+        """Per rule: how often it fired, how many of those were already ported, in how many files."""
+        out: dict[str, dict] = {}
+        for f in self.findings:
+            c = out.setdefault(f.rule, {"findings": 0, "ported": 0, "files": set()})
+            c["findings"] += 1
+            c["ported"] += f.ported
+            c["files"].add(f.path)
+        return {r: {**c, "files": len(c["files"])} for r, c in sorted(out.items(), key=lambda kv: (-kv[1]["findings"], kv[0]))}
 
     def to_dict(self) -> dict:
         rules = self.ruleset.rules
@@ -69,11 +84,12 @@ class ScanReport:
                         "files": list(self.ruleset.files)},
             "stats": {"files_seen": self.files_seen, "files_scanned": self.files_scanned,
                       "files_skipped": len(self.skipped), "bytes_scanned": self.bytes_scanned,
-                      "findings": len(self.findings), "suppressed": self.suppressed,
+                      "findings": len(self.findings), "already_ported": self.ported, "suppressed": self.suppressed,
                       "elapsed_s": round(self.elapsed_s, 3), "files_per_s": round(self.files_per_s, 1)},
             "summary": {t: _summary_dict(s) for t, s in self.summaries.items()},
+            "rules_fired": self.firings(),
             "findings": [{
-                "path": f.path, "line": f.line, "column": f.column, "rule": f.rule,
+                "path": f.path, "line": f.line, "column": f.column, "rule": f.rule, "already_ported": f.ported,
                 "kind": list(rules[f.rule].kinds), "text": f.text, "message": rules[f.rule].message,
                 "verdicts": {t: rules[f.rule].verdicts[t] for t in self.targets},
                 "fix": rules[f.rule].fix, "reference": rules[f.rule].reference,

@@ -69,7 +69,8 @@ def _cpp_span(node, line: int) -> tuple[int, int] | None:
         if node.type == "ERROR":
             return None
         if node.type in _CPP_STATEMENTS:
-            return node.start_point[0] + 1, node.end_point[0] + 1
+            end = node.end_point[0] + (1 if node.end_point[1] else 0)   # a directive ends at the next line's start
+            return node.start_point[0] + 1, max(end, node.start_point[0] + 1)
         if node.type in _CPP_HEADED:
             body = node.child_by_field_name(_CPP_HEADED[node.type]) if _CPP_HEADED[node.type] else None
             end = body.start_point[0] + 1 if body is not None else node.start_point[0] + 1
