@@ -7,7 +7,7 @@ import os
 import pytest
 
 from compare_fixtures import gemm, membw, result_set, write
-from conftest import FIXTURES, gapbench
+from conftest import FIXTURES, REPO, gapbench
 from gapbench.cli import main as cli_main
 from gapbench.errors import GapbenchError
 from gapbench.results import check_output, load, write_text_atomic
@@ -298,3 +298,12 @@ def test_a_run_whose_results_file_cannot_be_written_keeps_the_journal_and_says_h
     assert r.returncode == 0, r.stderr
     rs = load(out)
     assert rs.complete and [m.workload for m in rs.measurements] == ["axpy"] and not journal.exists()
+
+
+@pytest.mark.parametrize("name", ["a" * 5000, "b" * 300 + "/x.json"])
+def test_an_output_name_the_system_cannot_hold_is_one_line_and_exit_2(tmp_path, capsys, name):
+    from gapbench.cli import main
+
+    rc = main(["report", str(REPO / "results" / "cpu-epyc-2core-quick-1thread.json"), "-o", str(tmp_path / name)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "cannot write there (File name too long)" in err[0], err

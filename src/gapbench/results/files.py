@@ -14,6 +14,7 @@ from typing import Any
 
 from gapbench.errors import GapbenchError, ResultFileError
 from gapbench.record import json_safe
+from gapbench.text import printable
 
 MAX_FILE_BYTES = 64 * 2**20  # a results file larger than this is refused (a run writes well under 1 MiB)
 MAX_NESTING = 200  # arrays and objects nested deeper than this are refused (the JSON reader's own limit)
@@ -170,6 +171,12 @@ def check_output(path: str | os.PathLike, *, inputs: Iterable[str | os.PathLike]
     results file, or an output with an interrupted run's journal beside it. And a place where no file can be
     created."""
     p = Path(path)
+    try:
+        os.lstat(p)
+    except FileNotFoundError:
+        pass
+    except (OSError, ValueError) as e:  # a name too long, a NUL byte, a component that is not a folder
+        raise GapbenchError(f"{flag} {printable(str(p)[:200])}: cannot write there ({_why(e)})") from None
     if p.is_dir():
         raise GapbenchError(f"{flag} {p}: is a folder; name a file")
     if p.exists() and not p.is_file():
