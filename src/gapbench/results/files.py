@@ -173,9 +173,9 @@ def check_output(path: str | os.PathLike, *, inputs: Iterable[str | os.PathLike]
     p = Path(path)
     try:
         os.lstat(p)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # a new path; a file in the way of a folder is said below
         pass
-    except (OSError, ValueError) as e:  # a name too long, a NUL byte, a component that is not a folder
+    except (OSError, ValueError) as e:  # a name too long, a NUL byte
         raise GapbenchError(f"{flag} {printable(str(p)[:200])}: cannot write there ({_why(e)})") from None
     if p.is_dir():
         raise GapbenchError(f"{flag} {p}: is a folder; name a file")
