@@ -116,3 +116,15 @@ def test_specs_table_and_json(capsys):
     assert d["this_cpu"]["estimate"] is True
     p = inproc(capsys, "specs", "--refs")
     assert p.returncode == 0 and "h100-sxm" in p.stdout and "as reported" in p.stdout
+
+
+def test_a_label_naming_another_stack_is_a_loud_warning():
+    from pathlib import Path
+
+    results = Path(__file__).resolve().parents[1] / "results"
+    one, two = results / "cpu-epyc-2core-quick-1thread.json", results / "cpu-epyc-2core-quick-2threads.json"
+    p = gapbench("compare", "--label", "ROCm MI300X", one, "--label", "cpu 2t", two, "--json")
+    assert p.returncode == 0, p.stderr
+    assert ("--label 'ROCm MI300X' names the rocm stack, but " in p.stderr
+            and "ran on cpu (AMD EPYC)" in " ".join(p.stderr.split()))
+    assert "'cpu 2t'" not in p.stderr  # a label that names the stack its file ran on is fine

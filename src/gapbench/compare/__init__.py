@@ -12,6 +12,7 @@ import dataclasses
 import json
 import math
 import os
+import re
 from collections import Counter
 
 from gapbench import specs as specs_mod
@@ -243,6 +244,23 @@ def _input_warnings(sets: list[ResultSet], names: list[str]) -> list[str]:
     return warnings
 
 
+def _label_warnings(labels: list[str], sets: list[ResultSet]) -> list[str]:
+    """A --label that names a stack (a backend's name, as a word) other than the one its files ran on: the column
+    would claim a stack it did not measure."""
+    from gapbench.devices import backends
+
+    names = {b.name for b in backends()}
+    out = []
+    for label, rs in zip(labels, sets, strict=False):
+        ran = str(rs.device.get("backend") or rs.device.get("type") or "?")
+        claimed = [w for w in re.findall(r"[a-z0-9]+", str(label or "").lower()) if w in names and w != ran]
+        if claimed:
+            product = rs.device.get("product")
+            out.append(f"--label {label!r} names the {claimed[0]} stack, but {rs.path or rs.name} ran on {ran}"
+                       + (f" ({product})" if product else "") + f": the column {label!r} is {ran}'s numbers")
+    return out
+
+
 def _platforms(all_sets: list[ResultSet], names: list[str], prices: dict[str, float]) -> list[Platform]:
     platforms = []
     for i, rs in enumerate(all_sets):
@@ -331,6 +349,7 @@ def compare(result_sets, baseline=None, labels: list[str] | None = None, refs: l
     base_i = _pick_baseline(baseline, all_sets, names, default=len(sets) if ref_sets else 0)
     warnings = [] if len(all_sets) >= 2 else ["only one input: showing its values, no gaps"]
     warnings += _input_warnings(sets, names)
+    warnings += _label_warnings(labels, sets)
     platforms = _platforms(all_sets, names, prices or {})
     rows = _rows(platforms, base_i, *_line_up(all_sets), history=history, allow_flagged=allow_flagged)
     rows = [r for r in rows if r.workload != NUMERICS]  # compared layer by layer instead (comp.numerics)
