@@ -503,6 +503,10 @@ class Protected:
                 continue
             if name == "x.json.journal.jsonl" and "--resume" in argv:
                 continue
+            if name in ("src.py", "kern.cu", "dir/a.py", "link-out") and str(self.work / name) in outputs(argv) \
+                    and name not in inputs(argv, self.work) and now[name] is not None \
+                    and now[name][0] == stat.S_IFREG:
+                continue  # a plain file named as the output is replaced as asked (a link: the link, not its target)
             broken.append(name)
         if broken:
             tally.note("files destroyed", f"{label}: {broken}")
@@ -520,6 +524,24 @@ class Protected:
                 elif p.exists() or p.is_symlink():
                     p.unlink()
             self.make()
+
+
+def outputs(argv: list[str]) -> set[str]:
+    """The paths a command line names as its output."""
+    return {argv[i + 1] for i, a in enumerate(argv[:-1]) if a in ("-o", "--output")} | \
+        {a.split("=", 1)[1] for a in argv if a.startswith("--output=")}
+
+
+def inputs(argv: list[str], work: Path) -> set[str]:
+    """The protected files a command line also reads (named anywhere but as its output)."""
+    named = [Path(a) for i, a in enumerate(argv) if i == 0 or argv[i - 1] not in ("-o", "--output")]
+    read = set()
+    for p in named:
+        if p.is_absolute() and (p == work or work in p.parents):
+            rel = "" if p == work else str(p.relative_to(work))
+            read |= {n for n in ("src.py", "kern.cu", "dir/a.py", "link-out")
+                     if rel in ("", n) or n.startswith(rel + "/")}
+    return read
 
 
 def verb_flags() -> dict[str, tuple[list, list]]:
