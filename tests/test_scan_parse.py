@@ -86,7 +86,8 @@ def test_cmake_nvidia_libraries(report):
 def test_rule_firing_counts(report):
     fired = report.firings()
     assert fired["py-triton-config"]["findings"] == 2
-    assert fired["cpp-cuda-runtime-api"] == {"findings": 2, "ported": 1, "files": 1}
+    # port_branch.cu's two (one ported) and cute_struct_fields.cu's seven
+    assert fired["cpp-cuda-runtime-api"] == {"findings": 9, "ported": 1, "files": 2}
 
 
 @pytest.mark.parametrize("kind, cond, polarity", [
@@ -102,3 +103,16 @@ def test_condition_polarity(kind, cond, polarity):
 def test_port_lines_follow_nesting_and_else():
     text = "#ifndef USE_ROCM\na\n#else\nb\n#ifdef X\nc\n#endif\n#endif\nd\n"
     assert cpp_port_lines(text) == [(3, 8)]
+
+
+def test_cute_bare_names_and_cuda_struct_fields(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "cute_struct_fields.cu")}
+    # `using namespace cute;` and the bare CuTe calls after it; make_shape on the argument line is not a call of its own
+    assert {(4, "cpp-cutlass"), (8, "cpp-cutlass"), (10, "cpp-cutlass")} <= got
+    assert not any(line == 9 for line, _ in got)
+    # fields read through variables declared with a CUDA struct type, the compute-capability gate among them
+    assert {(16, "cpp-cuda-runtime-api"), (22, "cpp-cuda-runtime-api")} <= got
+    assert {(27, "cpp-cuda-runtime-api-no-hip"), (28, "cpp-cuda-runtime-api-no-hip"),
+            (29, "cpp-cuda-runtime-api-no-hip")} <= got     # cudaLaunchKernelEx has no HIP twin
+    # an error code has no fields: `e.mean` below is another variable of the same name
+    assert not any(line in (33, 34) for line, _ in got)

@@ -33,6 +33,7 @@ class CudaApi:
     names: dict[str, ApiName] = field(default_factory=dict)
     namespaces: dict[str, str] = field(default_factory=dict)          # C++ namespace -> library
     members: dict[str, frozenset[str]] = field(default_factory=dict)  # library -> member names
+    bare: dict[str, re.Pattern] = field(default_factory=dict)   # library -> its names read after `using namespace`
     sources: list[str] = field(default_factory=list)
     _candidates: re.Pattern | None = None
 
@@ -91,6 +92,16 @@ def _add_hand_kept(api: CudaApi, hand: dict) -> None:
             api.namespaces[ns] = library
         if spec.get("members"):
             api.members[library] = frozenset(spec["members"])
+        bare = _bare_pattern(spec.get("bare", []), spec.get("bare_pattern", ""))
+        if bare is not None:
+            api.bare[library] = bare
+
+
+def _bare_pattern(names: list[str], pattern: str) -> re.Pattern | None:
+    """One regex for a library's bare names (longest first) and its own pattern, or None without either."""
+    parts = [r"\b(?:" + "|".join(map(re.escape, sorted(names, key=len, reverse=True))) + r")\b"] if names else []
+    parts += [pattern] if pattern else []
+    return re.compile("|".join(parts)) if parts else None
 
 
 def _add_hipify(api: CudaApi, tables: list[dict], prefixes: dict[str, str]) -> None:

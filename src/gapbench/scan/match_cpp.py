@@ -16,6 +16,18 @@ from gapbench.scan.statements import collapse, cpp_may_share, cpp_units
 _NAMESPACE_ALIAS = re.compile(r"\bnamespace\s+(\w+)\s*=\s*(?:::\s*)?(\w+)[\w:\s]*;")
 # `namespace cub = hipcub;` in a ROCm branch: the file's cub:: names are hipCUB's there
 _HIP_ALIAS = re.compile(r"\bnamespace\s+(\w+)\s*=\s*(?:::\s*)?hip\w*\s*;")
+# `using namespace cute;`: the library's bare names (cuda_api.toml `bare`) are its names in this file
+_USING_NAMESPACE = re.compile(r"\busing\s+namespace\s+(?:::\s*)?(\w+)\s*;")
+# A variable declared right after an API type name: `cudaDeviceProp prop{};`, `const cudaLaunchConfig_t& cfg)`
+_DECLARED = re.compile(r"\s*[&*]?\s*([A-Za-z_]\w*)\s*[;={\[,)]")
+_NOT_VARIABLES = frozenset({"const", "volatile", "constexpr", "static", "return", "else"})
+# Libraries whose structs are read field by field (`prop.multiProcessorCount`, `config.gridDim`): each read is a
+# line to port. The fp16 vector types' `.x`/`.y` are left out: HIP's types have the same fields.
+_STRUCT_LIBRARIES = frozenset({"cuda-runtime", "cuda-driver"})
+# Handles and status codes are opaque (a pointer, an enum): a variable of such a type has no fields to read, so a
+# later `e.max_rel` is another variable of the same name.
+_OPAQUE_TYPE = re.compile(r"(?i)(?:error|result|status|stream|event|graph|graphexec|context|module|function|handle"
+                          r"|kind|flags?)(?:_t)?$")
 
 
 class CppRules:
@@ -80,9 +92,11 @@ class _ApiMatch:
         self.found: list[TextMatch] = []
         self.seen: set[tuple[int, str]] = set()   # one finding per line and rule: the first name on the line
         self.used: set[str] = set()      # libraries this file uses
+        self.variables: dict[str, Rule] = {}    # variables declared with an API struct type -> that type's rule
 
     def run(self) -> list[TextMatch]:
         self._names()
+        self._fields()
         self._namespaces()
         for library in sorted(self.used & self.api.members.keys()):
             rule = self.rules.rule_for(library, True)
@@ -106,6 +120,22 @@ class _ApiMatch:
                 if rule is not None:
                     self.used.add(info.library)
                     self._add(rule, m.start(), m.group(0))
+                    if info.library in _STRUCT_LIBRARIES and not _OPAQUE_TYPE.search(m.group(0)):
+                        self._note_variable(m.end(), rule)
+
+    def _note_variable(self, end: int, rule: Rule) -> None:
+        d = _DECLARED.match(self.code, end)
+        if d is not None and d.group(1) not in _NOT_VARIABLES and d.group(1) not in self.api.names:
+            self.variables.setdefault(d.group(1), rule)
+
+    def _fields(self) -> None:
+        """Reads of an API struct's fields through a variable declared with its type in this file."""
+        if not self.variables:
+            return
+        rx = re.compile(r"(?<![\w.>])(" + "|".join(map(re.escape, sorted(self.variables, key=len, reverse=True)))
+                        + r")\s*(?:\.|->)\s*[A-Za-z_]\w*")
+        for m in rx.finditer(self.code):
+            self._add(self.variables[m.group(1)], m.start(), m.group(0))
 
     def _namespaces(self) -> None:
         """Vendor namespaces used with `::`, directly or through an alias declared in the file."""
@@ -118,6 +148,8 @@ class _ApiMatch:
                     aliases[m.group(1)] = library
                     self.used.add(library)
                     self._add(self.rules.rule_for(library, True), m.start(2), m.group(0))
+        if "using" in self.code:
+            self._using_namespaces(spaces, aliases)
         patterns = [self.rules._namespaces] if self.rules._namespaces is not None else []
         if aliases:
             patterns.append(re.compile(r"\b(" + "|".join(map(re.escape, aliases)) + r")\s*::"))
@@ -126,6 +158,23 @@ class _ApiMatch:
                 library = spaces.get(m.group(1)) or aliases[m.group(1)]
                 self.used.add(library)
                 self._add(self.rules.rule_for(library, True), m.start(), m.group(0))
+
+
+    def _using_namespaces(self, spaces: dict[str, str], aliases: dict[str, str]) -> None:
+        """`using namespace cute;` is a line of the library, and its bare names are its uses from then on."""
+        bare: set[str] = set()
+        for m in _USING_NAMESPACE.finditer(self.code):
+            library = spaces.get(m.group(1)) or aliases.get(m.group(1))
+            rule = self.rules.rule_for(library, True) if library else None
+            if rule is not None:
+                self.used.add(library)
+                self._add(rule, m.start(), m.group(0))
+                if library in self.api.bare:
+                    bare.add(library)
+        for library in sorted(bare):
+            rule = self.rules.rule_for(library, True)
+            for m in self.api.bare[library].finditer(self.code):
+                self._add(rule, m.start(), m.group(0))
 
 
 def _one_per_statement(found: list[TextMatch], text: str, code: str, starts: list[int],
