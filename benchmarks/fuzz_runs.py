@@ -507,6 +507,9 @@ class Protected:
                     and name not in inputs(argv, self.work) and now[name] is not None \
                     and now[name][0] == stat.S_IFREG:
                 continue  # a plain file named as the output is replaced as asked (a link: the link, not its target)
+            if name.endswith("/target.txt") and str(self.outside / "target.txt") in outputs(argv) \
+                    and now[name] is not None and now[name][0] == stat.S_IFREG:
+                continue  # the file outside, named itself as the output
             broken.append(name)
         if broken:
             tally.note("files destroyed", f"{label}: {broken}")
