@@ -85,7 +85,7 @@ def test_cmake_nvidia_libraries(report):
 
 def test_rule_firing_counts(report):
     fired = report.firings()
-    assert fired["py-triton-config"]["findings"] == 2
+    assert fired["py-triton-config"]["findings"] == 6      # triton_kernels.py's two, triton_tuned_numbers.py's four
     # port_branch.cu's two (one ported) and cute_struct_fields.cu's seven
     assert fired["cpp-cuda-runtime-api"] == {"findings": 9, "ported": 1, "files": 2}
 
@@ -116,3 +116,11 @@ def test_cute_bare_names_and_cuda_struct_fields(report):
             (29, "cpp-cuda-runtime-api-no-hip")} <= got     # cudaLaunchKernelEx has no HIP twin
     # an error code has no fields: `e.mean` below is another variable of the same name
     assert not any(line in (33, 34) for line, _ in got)
+
+
+def test_warp_counts_written_as_numbers(report):
+    got = hits(report, "triton_tuned_numbers.py")
+    # a dataclass default, plain assignments and a config's keyword, in a file importing triton
+    assert got == {(8, "py-triton-config", False), (12, "py-triton-config", False),
+                   (14, "py-triton-config", False), (22, "py-triton-config", False)}
+    # not: a number chosen by a port condition (16), a kernel launch's keyword (27), a variable passed on (28)

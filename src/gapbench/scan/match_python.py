@@ -227,7 +227,31 @@ class _FileMatch:
         self.strings = self.rules.strings_for(self.text, found)
         for node in nodes:
             self._visit(node)
+        self._tuned_numbers()
         return self._per_statement(nodes) if self.found else self.found
+
+    def _tuned_numbers(self) -> None:
+        """A keyword a rule watches in its calls (`num_warps` of `triton.Config`) set to a literal number
+        elsewhere in a file importing the rule's module: `num_warps = 8`, `MyConfig(num_warps=8)`. The number is
+        tuned for the vendor wherever it is written; one chosen by a condition (a port branch) is not a literal, and
+        a kernel launch's (`kernel[grid](..., num_warps=8)`) stands with the kernel's own finding."""
+        imported = {q.split(".")[0] for q in self.aliases.values()}
+        watched = {r.keyword: r for m, r in self.rules.attr.items()
+                   if r.keyword and m.split(".")[0] in imported and r.keyword in self.text}
+        if not watched:
+            return
+        rx = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(watched))) + r")\s*(?::[^=\n]{0,80})?=(?!=)")
+        reported = {(m.line, m.rule.id) for m in self.found}
+        parents: dict[int, ast.AST] = {}
+        for node in _pruned_walk(self.tree, _lines_of(rx, self.text, self.starts), parents):
+            call = parents.get(id(node))
+            if isinstance(node, ast.keyword) and isinstance(call, ast.Call) and isinstance(call.func, ast.Subscript):
+                continue
+            name, value = _bound_name(node)
+            rule = watched.get(name) if name else None
+            if rule is not None and _is_number(value) and (node.lineno, rule.id) not in reported:
+                reported.add((node.lineno, rule.id))
+                self._add(rule, node.lineno, node.col_offset, f"{name} = {value.value}")
 
     def _per_statement(self, nodes: list[ast.AST]) -> list[PythonMatch]:
         """One finding per rule and statement, at its first flagged line; findings in a port branch marked."""
@@ -389,6 +413,21 @@ class _FileMatch:
         for r in self.strings:
             if r.regex.search(node.value):
                 self._add(r, node.lineno, node.col_offset, repr(node.value))
+
+
+def _bound_name(node: ast.AST) -> tuple[str | None, ast.AST | None]:
+    """(name, value) of `name = value`, `name: T = value` or a keyword argument `name=value`; else (None, None)."""
+    if isinstance(node, ast.keyword):
+        return node.arg, node.value
+    if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+        return node.targets[0].id, node.value
+    if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+        return node.target.id, node.value
+    return None, None
+
+
+def _is_number(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and type(node.value) is int
 
 
 _NOT_USES = frozenset({"__version__", "version", "__file__", "__name__", "__spec__", "__path__", "VERSION"})
