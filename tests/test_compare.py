@@ -6,12 +6,14 @@ import math
 import pytest
 
 from compare_fixtures import cpu_device, gemm, gpu_device, latency, membw, model, result_set, write
+from gapbench import specs
 from gapbench.compare import (
     compare,
     gap_pct,
     intervals_overlap,
     parse_prices,
     percent_of_peak,
+    platform_identity,
     reference_matches,
     reference_result_set,
 )
@@ -165,6 +167,17 @@ def test_cpu_peak_counts_the_threads_the_run_used_and_a_measured_clock():
     comp = compare([result_set([gemm(0.128)], device=vm, label="vm")])
     assert comp.rows[0].cells[0].pct_peak == pytest.approx(0.128 / (2 * 3.0e9 * 64 / 1e12) * 100)
     assert "measured" in comp.platforms[0].spec.notes
+
+
+def test_compare_takes_a_cpu_peak_from_the_one_join_of_host_facts_and_device():
+    """A device section that records a host fact as null (the clock) gets it from the host section, as `specs`
+    and `run` do: compare's CPU peak is specs.cpu_identity's."""
+    rs = load("results/cpu-epyc-2core-quick-1thread.json")
+    rs = rs.replace(device={**rs.device, "cpu_max_mhz": None})
+    own = specs.cpu_spec(specs.cpu_identity(rs.host, rs.device))
+    assert own is not None and own.tflops
+    assert platform_identity(rs) == specs.cpu_identity(rs.host, rs.device)
+    assert specs.match(platform_identity(rs)).tflops == own.tflops
 
 
 def test_efficiency_per_watt_and_per_dollar():

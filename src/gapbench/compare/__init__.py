@@ -54,13 +54,11 @@ __all__ = ["compare", "Comparison", "Platform", "Row", "Cell", "Gap", "Takeaway"
 
 def platform_identity(rs: ResultSet) -> dict:
     """The device identity with the host facts a CPU spec needs (clock, ISA, cores) merged in from the results
-    file's host section, as the run recorded them."""
-    ident = dict(rs.device)
-    if ident.get("type") == "cpu":
-        for k in ("cpu_max_mhz", "isa", "physical_cores", "cpufreq", "cpu_measured_mhz", "cpu_clock_method"):
-            if k not in ident and rs.host.get(k) is not None:
-                ident[k] = rs.host[k]
-    return ident
+    file's host section, as the run recorded them: `specs.cpu_identity`'s one join, so that a CPU's peak is the
+    same in every verb."""
+    if rs.device.get("type") == "cpu":
+        return specs_mod.cpu_identity(rs.host, rs.device)
+    return dict(rs.device)
 
 
 def parse_prices(items: list[str] | None) -> dict[str, float]:
