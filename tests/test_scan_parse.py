@@ -86,8 +86,8 @@ def test_cmake_nvidia_libraries(report):
 def test_rule_firing_counts(report):
     fired = report.firings()
     assert fired["py-triton-config"]["findings"] == 6      # triton_kernels.py's two, triton_tuned_numbers.py's four
-    # port_branch.cu's two (one ported) and cute_struct_fields.cu's seven
-    assert fired["cpp-cuda-runtime-api"] == {"findings": 9, "ported": 1, "files": 2}
+    # port_branch.cu's two (one ported) and cute_struct_fields.cu's six
+    assert fired["cpp-cuda-runtime-api"] == {"findings": 8, "ported": 1, "files": 2}
 
 
 @pytest.mark.parametrize("kind, cond, polarity", [
@@ -110,8 +110,8 @@ def test_cute_bare_names_and_cuda_struct_fields(report):
     # `using namespace cute;` and the bare CuTe calls after it; make_shape on the argument line is not a call of its own
     assert {(4, "cpp-cutlass"), (8, "cpp-cutlass"), (10, "cpp-cutlass")} <= got
     assert not any(line == 9 for line, _ in got)
-    # fields read through variables declared with a CUDA struct type, the compute-capability gate among them
-    assert {(16, "cpp-cuda-runtime-api"), (22, "cpp-cuda-runtime-api")} <= got
+    # a field HIP's twin struct keeps (16) is ported with its declaration; a compute-capability gate is not
+    assert (22, "cpp-cuda-runtime-api") in got and not any(line == 16 for line, _ in got)
     assert {(27, "cpp-cuda-runtime-api-no-hip"), (28, "cpp-cuda-runtime-api-no-hip"),
             (29, "cpp-cuda-runtime-api-no-hip")} <= got     # cudaLaunchKernelEx has no HIP twin
     # an error code has no fields: `e.mean` below is another variable of the same name

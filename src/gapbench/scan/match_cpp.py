@@ -9,7 +9,7 @@ from gapbench.scan import cuda_api
 from gapbench.scan.branches import cpp_port_lines, in_ranges
 from gapbench.scan.match_python import _line_starts, _position, _short
 from gapbench.scan.match_text import TextMatch, TextRules, mask_c_code
-from gapbench.scan.rules import Rule, RuleSet
+from gapbench.scan.rules import NO_HIP_SUFFIX, Rule, RuleSet
 from gapbench.scan.statements import collapse, cpp_may_share, cpp_units
 
 # `namespace fe = cudnn_frontend;`, `namespace cg = ::cooperative_groups::experimental;`
@@ -24,6 +24,14 @@ _NOT_VARIABLES = frozenset({"const", "volatile", "constexpr", "static", "return"
 # Libraries whose structs are read field by field (`prop.multiProcessorCount`, `config.gridDim`): each read is a
 # line to port. The fp16 vector types' `.x`/`.y` are left out: HIP's types have the same fields.
 _STRUCT_LIBRARIES = frozenset({"cuda-runtime", "cuda-driver"})
+# A struct that HIP keeps (cudaDeviceProp -> hipDeviceProp_t) keeps its fields' names: a read is ported with the
+# declaration, except a compute-capability gate (`prop.major >= 9`), whose numbers mean another thing on AMD.
+_CAPABILITY_GATE = re.compile(r"\s*(?:[<>]=?|[=!]=)\s*\d")
+_CAPABILITY_FIELDS = frozenset({"major", "minor"})
+# A field read for a message is no lock-in (log lines are not ported), nor the device's name, read for display and
+# for spec tables (hardware facts).
+_PRINTED = re.compile(r"\b\w*printf\w*\s*\(|<<")
+_DISPLAY_FIELDS = frozenset({"name"})
 # Handles and status codes are opaque (a pointer, an enum): a variable of such a type has no fields to read, so a
 # later `e.max_rel` is another variable of the same name.
 _OPAQUE_TYPE = re.compile(r"(?i)(?:error|result|status|stream|event|graph|graphexec|context|module|function|handle"
@@ -133,9 +141,14 @@ class _ApiMatch:
         if not self.variables:
             return
         rx = re.compile(r"(?<![\w.>])(" + "|".join(map(re.escape, sorted(self.variables, key=len, reverse=True)))
-                        + r")\s*(?:\.|->)\s*[A-Za-z_]\w*")
+                        + r")\s*(?:\.|->)\s*([A-Za-z_]\w*)")
         for m in rx.finditer(self.code):
-            self._add(self.variables[m.group(1)], m.start(), m.group(0))
+            head = self.code[self.starts[_position(self.starts, m.start())[0] - 1]:m.start()]
+            rule = self.variables[m.group(1)]
+            if rule.id.endswith(NO_HIP_SUFFIX) or (m.group(2) in _CAPABILITY_FIELDS
+                                                    and _CAPABILITY_GATE.match(self.code, m.end())):
+                if m.group(2) not in _DISPLAY_FIELDS and not _PRINTED.search(head):
+                    self._add(rule, m.start(), m.group(0))
 
     def _namespaces(self) -> None:
         """Vendor namespaces used with `::`, directly or through an alias declared in the file."""
