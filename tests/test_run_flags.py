@@ -8,7 +8,8 @@ import argparse
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import FIXTURES, gapbench
+from gapbench import history
 from gapbench.cli import build_parser
 from gapbench.cli import main as cli_main
 
@@ -77,6 +78,11 @@ CASES = [
     ("json-with-a-value", ["--json=yes", *GEMM], "--json"),
     ("quiet-with-a-value", ["--quiet=yes", *GEMM], "--quiet"),
     ("no-history-with-a-value", ["--no-history=yes", *GEMM], "--no-history"),
+    ("db-with-no-history", ["--db", "mine.sqlite", *GEMM], "--db"),  # every case here adds --no-history
+    ("db-folder", ["--db", ".", *GEMM], "--db"),
+    ("db-empty", ["--db", "", *GEMM], "--db"),
+    ("db-not-a-history", ["--db", "garbage.json", *GEMM], "--db"),
+    ("db-is-the-output", ["--db", "out.json", "-o", "out.json", *GEMM], "--db"),
     # workload options: declared by the workloads, checked in the plan against every workload that takes them
     ("dtype-unknown", ["--dtype", "fp7", *GEMM], "--dtype"),
     ("dtype-empty", ["--dtype", "", *GEMM], "--dtype"),
@@ -204,3 +210,32 @@ def test_a_bad_value_is_one_line_and_exit_2_before_any_run(folder, capsys, argv,
     assert words in err, err
     after = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
     assert after == before, "files written: " + ", ".join(sorted(set(after) - set(before)))
+
+
+AXPY = ("import torch\n"
+        "from gapbench.timing import time_fn\n"
+        "from gapbench.workloads import Variant, Workload\n"
+        "class Axpy(Workload):\n"
+        "    name = 'axpy'; unit = 'GB/s'; presets = {'tiny': 'small'}\n"
+        "    def variants(self, preset, ctx):\n"
+        "        return [Variant({'n': 4096}, bytes=3 * 4096 * 4)]\n"
+        "    def run(self, v, ctx):\n"
+        "        x = torch.ones(4096); y = torch.ones(4096)\n"
+        "        t = time_fn(lambda: y.add_(x, alpha=0.5), ctx.device, budget_s=ctx.budget_s, min_time_s=0.01)\n"
+        "        return self.throughput(v, ctx, t, v.bytes, 1e-9)\n")
+
+
+@pytest.mark.slow
+def test_db_records_the_run_into_that_file_and_not_the_default(tmp_path):
+    wf = tmp_path / "axpy.py"
+    wf.write_text(AXPY)
+    default, mine = tmp_path / "default.sqlite", tmp_path / "mine.sqlite"
+    r = gapbench("run", "--device", "cpu", "--workload-file", wf, "-o", tmp_path / "o.json", "-q", "--db", mine,
+                 env={"GAPBENCH_DB": str(default)}, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert history.workloads(mine) == [("axpy", 1)]
+    assert not default.exists()
+    r = gapbench("run", "--device", "cpu", "--workload-file", wf, "-o", tmp_path / "p.json", "-q", "--no-history",
+                 env={"GAPBENCH_DB": str(default)}, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert history.workloads(mine) == [("axpy", 1)] and not default.exists()

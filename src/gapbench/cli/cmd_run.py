@@ -16,6 +16,7 @@ from gapbench.errors import GapbenchError
 from gapbench.report.kit import one_line, rich_table, variant_text
 from gapbench.report.runs import busy_summary, results_table
 from gapbench.results import Measurement, check_output
+from gapbench.results.files import SQLITE_HEADER
 
 HELP = "run a suite or chosen workloads on a device and write a results file"
 
@@ -56,6 +57,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help=f"torch.distributed backend of --nproc ranks ({', '.join(DIST_BACKENDS)}; default per device)")
     p.add_argument("--label", type=label, help="platform name used by compare/report (default: the device product)")
     p.add_argument("--no-history", action="store_true", help="do not record the run in the history database")
+    p.add_argument("--db", metavar="FILE", help="the history database to record the run into (created if absent; "
+                                                "default: $GAPBENCH_DB, else the XDG data folder's)")
     p.add_argument("--json", action="store_true", help="print the results file to stdout instead of a table")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     p.add_argument("--force", action="store_true",
@@ -140,6 +143,7 @@ def _options(args) -> dict:
 def _check(args) -> None:
     """Bad combinations and values of the flags: one line, before anything runs."""
     _check_values(args)
+    _check_db(args)
     _check_combinations(args)
     if args.output and not args.resume:
         check_output(args.output, inputs=args.workload_file, force=args.force, resume_hint=True)
@@ -154,6 +158,33 @@ def _check_values(args) -> None:
         v = getattr(args, name)
         if v is not None and not v > 0:
             raise GapbenchError(f"--{name.replace('_', '-')} must be positive")
+
+
+def _check_db(args) -> None:
+    """--db names a file the run may record into: not a folder or a device, not a file of another kind, never the
+    results file, and not beside --no-history (which says to record nothing)."""
+    if args.db is None:
+        return
+    if not args.db.strip():
+        raise GapbenchError("--db: empty; name the history database file")
+    if os.path.isdir(args.db):
+        raise GapbenchError(f"--db {args.db}: is a folder; name the history database file")
+    if os.path.exists(args.db) and not os.path.isfile(args.db):
+        raise GapbenchError(f"--db {args.db}: is not a regular file")
+    if os.path.isfile(args.db) and os.path.getsize(args.db) and not _starts_sqlite(args.db):
+        raise GapbenchError(f"--db {args.db}: is not a gapbench history database (not SQLite); name another file")
+    if args.output and os.path.realpath(args.output) == os.path.realpath(args.db):
+        raise GapbenchError(f"--output {args.output}: is the history database --db names; write elsewhere")
+    if args.no_history:
+        raise GapbenchError("--db names the history to record into and --no-history says to record nothing; give one")
+
+
+def _starts_sqlite(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(len(SQLITE_HEADER)) == SQLITE_HEADER
+    except OSError as e:
+        raise GapbenchError(f"--db {path}: cannot read ({e.strerror or e})") from None
 
 
 def _check_combinations(args) -> None:
@@ -226,7 +257,7 @@ def main(args) -> int:
     try:  # SIGTERM and SIGHUP keep what finished, as Ctrl-C does
         with stopping_on_signals(), progress if progress else contextlib.nullcontext():
             rs = runner.run_suite(plan, output=args.output, resume=args.resume, reporter=reporter,
-                                  history=not args.no_history, force=args.force,
+                                  history=False if args.no_history else args.db or True, force=args.force,
                                   **({"workload_files": args.workload_file} if args.resume else {}))
     except runner.Interrupted as e:
         print(f"gapbench: {e}", file=sys.stderr)  # one line, however narrow the terminal

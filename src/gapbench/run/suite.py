@@ -72,10 +72,11 @@ def stopping_on_signals():
 
 
 def run_suite(plan: RunPlan | None = None, *, output: str | None = None, resume: str | None = None,
-              reporter: Reporter | None = None, history: bool = True, force: bool = False,
+              reporter: Reporter | None = None, history: bool | str | os.PathLike = True, force: bool = False,
               _rank_scratch: bool = False, **plan_kw) -> ResultSet:
     """Run a plan (or build one from keyword arguments) and return the ResultSet written to `output`.
-    An existing results file at `output` is replaced only with force=True."""
+    An existing results file at `output` is replaced only with force=True. `history`: record the run into the
+    default history database (True: $GAPBENCH_DB, else the XDG data folder's), into this file, or not (False)."""
     reporter = reporter or Reporter()
     rank = _external_rank()
     if rank and not _rank_scratch:  # one rank of an external torchrun job, not rank 0: run along, keep nothing
@@ -119,7 +120,7 @@ def run_suite(plan: RunPlan | None = None, *, output: str | None = None, resume:
     rs.path = output
     journal.remove()
     if history:
-        _record_history(rs, reporter)
+        _record_history(rs, reporter, None if history is True else history)
     return rs
 
 
@@ -229,11 +230,11 @@ def _run_as_follower(rank: int, plan, reporter: Reporter, plan_kw: dict) -> Resu
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _record_history(rs: ResultSet, reporter: Reporter) -> None:
+def _record_history(rs: ResultSet, reporter: Reporter, db: str | os.PathLike | None = None) -> None:
     try:
         from gapbench import history
 
-        history.record(rs)
+        history.record(rs, db)
     except ImportError:
         pass
     except Exception as e:  # history is a convenience; never lose a run over it
