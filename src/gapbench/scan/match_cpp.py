@@ -132,6 +132,8 @@ class _ApiMatch:
                         self._note_variable(m.end(), rule)
 
     def _note_variable(self, end: int, rule: Rule) -> None:
+        if self.code[end:end + 1] not in (" ", "\t", "&", "*"):
+            return      # a call, a `::` or an argument: most names are not declarations (cheap test first)
         d = _DECLARED.match(self.code, end)
         if d is not None and d.group(1) not in _NOT_VARIABLES and d.group(1) not in self.api.names:
             self.variables.setdefault(d.group(1), rule)
