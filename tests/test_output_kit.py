@@ -79,6 +79,18 @@ def test_csv_has_interval_basis_and_flag_columns_and_says_no_verdict():
     assert row["basis"]
 
 
+def test_docs_list_every_csv_column_in_order_and_no_verdict():
+    from gapbench.report import csvfile, numerics
+
+    doc = (ROOT / "docs" / "compare.md").read_text()
+    section = doc[doc.index("## The CSV file"):doc.index("## History")]
+    table = [line for line in section.splitlines() if line.startswith("| `")]
+    named = [c.strip("` ") for line in table for c in line.split("|")[1].split(",")]
+    assert named == list(csvfile.CSV_FIELDS)
+    assert all(f"`{c}`" in section for c in numerics.CSV_FIELDS)
+    assert f"`{csvfile.NO_VERDICT}`" in section
+
+
 def test_units_are_spelled_as_written():
     m = Measurement(workload="launch", preset="tiny", variant={"op": "empty"}, unit="us", value=5.0,
                     higher_is_better=False, stats=stats_around(5.0, 0.05))
