@@ -3,7 +3,7 @@
 import json
 
 from compare_fixtures import gemm, result_set, write
-from conftest import gapbench
+from conftest import REPO, gapbench
 from test_compare_cli import inproc
 
 
@@ -16,7 +16,7 @@ def test_import_then_show_history(tmp_path, capsys, monkeypatch):
     env = {"GAPBENCH_DB": str(db)}
     p = gapbench("history", "--import", a, b, env=env)
     assert p.returncode == 0, p.stderr
-    assert "imported" in p.stderr and db.exists()
+    assert "imported" in p.stdout and db.exists()
     monkeypatch.setenv("GAPBENCH_DB", str(db))
     p = inproc(capsys, "history", "--workload", "gemm")
     assert p.returncode == 0, p.stderr
@@ -57,3 +57,16 @@ def test_change_is_against_the_same_thread_count(tmp_path, capsys, monkeypatch):
     p = inproc(capsys, "history", "--workload", "gemm")
     assert "+10.0%" in p.stdout and "+11.1%" in p.stdout  # 1.0 -> 1.1 and 1.8 -> 2.0, not 1.8 -> 1.1
     assert "−38.9%" not in p.stdout
+
+
+def test_history_names_that_are_not_text_are_one_line_and_what_an_import_did_is_output(tmp_path, capsys):
+    from gapbench.cli import main
+
+    db = str(tmp_path / "h.sqlite")
+    rc = main(["history", "--import", str(REPO / "results" / "cpu-epyc-2core-quick-1thread.json"), "--db", db,
+               "-w", "no-such-workload"])
+    cap = capsys.readouterr()
+    assert rc == 2 and "imported " in cap.out and len(cap.err.strip().splitlines()) == 1, cap
+    rc = main(["history", "-w", "bad\udcffname", "--db", db])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "not UTF-8 text" in err[0], err

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from gapbench import history
 from gapbench.cli._args import count
-from gapbench.cli._output import err, out, print_json
+from gapbench.cli._output import out, print_json
 from gapbench.errors import GapbenchError
 from gapbench.report.kit import rich_table
 from gapbench.report.runs import history_table
@@ -33,14 +33,27 @@ def _variant_filter(items: list[str]) -> dict:
     return out_
 
 
+def _check_text(args) -> None:
+    """A name from the command line that is not text (bytes of a file name that are not UTF-8) matches nothing
+    the history holds: say so, instead of failing in the database."""
+    for flag, value in (("--workload", args.workload), ("--device", args.device), *(("--variant", v) for v in
+                                                                                  args.variant or [])):
+        try:
+            (value or "").encode("utf-8")
+        except UnicodeEncodeError:
+            raise GapbenchError(f"{flag} {value.encode('utf-8', 'backslashreplace').decode()}: not UTF-8 text; "
+                                "the history holds only text names") from None
+
+
 def main(args) -> int:
+    _check_text(args)
     db = args.db
     imported = []
     if args.import_files:
         imported = history.import_files(args.import_files, db)
         if not args.json:
             for path, run_id, n in imported:
-                err.print(f"imported {path}: run {run_id}, {n} measurement(s)", markup=False)
+                out.print(f"imported {path}: run {run_id}, {n} measurement(s)", markup=False)
     if not args.workload:
         held = history.workloads(db)
         if args.json:
