@@ -14,6 +14,7 @@ from compare_fixtures import gemm, result_set, stats_around, write
 from gapbench.compare import compare
 from gapbench.coverage.trace import operator_status
 from gapbench.report import render
+from gapbench.report.runs import results_table
 from gapbench.report.tables import failures
 from gapbench.results import Measurement, load
 
@@ -111,6 +112,18 @@ def test_a_failed_point_says_its_reason_once():
     assert len(bad) > 10 and len({m.reason for m in bad}) == 1
     t = failures(compare([rs]))
     assert len(t.rows) == 1 and f"({len(bad)} rows: metric=" in t.rows[0][1]
+
+
+def test_the_run_table_says_a_failed_batch_once_and_units_as_written():
+    rs = load(FAILED_INFER)
+    bad = [m for m in rs.measurements if not m.ok]
+    t = results_table(rs)
+    failed = [r for r in t.rows if r[5].startswith(bad[0].status)]
+    assert len(failed) == 1 and f"({len(bad)} rows: metric=" in failed[0][1], failed
+    assert len(t.rows) == len(rs.measurements) - len(bad) + 1
+    quick = results_table(load(ROOT / "results" / "cpu-epyc-2core-collectives-gloo-2ranks.json"))
+    units = {r[3] for r in quick.rows}
+    assert "µs" in units and "us" not in units
 
 
 def test_results_files_hold_no_internal_variables(tmp_path):

@@ -128,6 +128,15 @@ def variant_text(variant: dict) -> str:
     return " ".join(parts)
 
 
+def shared_and_varying(variants: list[dict]) -> tuple[dict, str]:
+    """What several rows' variants share, and what varies among them ('metric=ttft_ms, tpot_ms'): the label of rows
+    said on one line because they failed the same way."""
+    keys = list(dict.fromkeys(k for v in variants for k in v))
+    same = {k: variants[0].get(k) for k in keys if all(k in v and v[k] == variants[0][k] for v in variants)}
+    varying = [k for k in keys if k not in same]
+    return same, "; ".join(f"{k}={', '.join(dict.fromkeys(str(v.get(k, '—')) for v in variants))}" for k in varying)
+
+
 def one_line(text: str, limit: int = 300) -> str:
     """Any text as one line of at most `limit` characters (a reason, a path, a name from a file)."""
     line = " ".join(str(text).split())

@@ -18,6 +18,8 @@ from gapbench.report.kit import (
     interval_text,
     measurement_text,
     one_line,
+    shared_and_varying,
+    unit_text,
     variant_text,
 )
 from gapbench.results import ResultSet
@@ -33,24 +35,55 @@ def host_watch_text(m) -> str:
 
 
 def results_table(rs: ResultSet) -> Table:
+    """One line per measurement; measurements of one workload that failed with one status and one reason (the
+    metrics of a failed inference batch) are one line, with what varies among them, as the report's failures
+    table says them."""
     spec = specs.match(platform_identity(rs))
     rows, styles = [], []
-    for m in rs.measurements:
-        pct, kind = percent_of_peak(m, spec)
-        if m.ok:
-            note, style = ("noisy (IQR/median > 10%)", "noisy") if m.stats and m.stats.noisy else ("ok", "ok")
-            if "best_m" in m.metrics:
-                note += f" · best {m.metrics['best_m']}×{m.metrics['best_n']}×{m.metrics['best_k']}"
-        else:
-            note, style = f"{m.status}: {one_line(m.reason)}", m.status
-        flag = host_watch_text(m)
-        rows.append([m.workload, variant_text(m.variant), measurement_text(m), m.unit,
-                     f"{pct:.1f}%{' MFU' if kind == 'MFU' else ''}" if pct is not None else "", note,
-                     f"{FLAGGED_MARK} {flag}" if flag else ""])
-        styles.append(["", "", "", "", "", style, "noisy" if flag else ""])
+    for group in _row_groups(rs.measurements):
+        row, style = _result_row(group[0], spec) if len(group) == 1 else _failed_row(group)
+        rows.append(row)
+        styles.append(style)
     title = f"{rs.name} — {rs.device.get('type', '?')} · torch {rs.device.get('torch', '?')}"
     return Table(["workload", "variant", "value [95% CI]", "unit", "% peak", "status / note", "host watch"], rows,
                  numeric=(2, 4), title=title, styles=styles)
+
+
+def _row_groups(measurements) -> list[list]:
+    """The measurements in order, those that failed alike (workload, status, reason, host watch) gathered at the
+    first of them."""
+    groups: dict[object, list] = {}
+    for n, m in enumerate(measurements):
+        key = (m.workload, m.status, one_line(m.reason), host_watch_text(m)) if not m.ok else n
+        groups.setdefault(key, []).append(m)
+    return list(groups.values())
+
+
+def _result_row(m, spec) -> tuple[list, list]:
+    pct, kind = percent_of_peak(m, spec)
+    if m.ok:
+        note, style = ("noisy (IQR/median > 10%)", "noisy") if m.stats and m.stats.noisy else ("ok", "ok")
+        if "best_m" in m.metrics:
+            note += f" · best {m.metrics['best_m']}×{m.metrics['best_n']}×{m.metrics['best_k']}"
+    else:
+        note, style = f"{m.status}: {one_line(m.reason)}", m.status
+    flag = host_watch_text(m)
+    return ([m.workload, variant_text(m.variant), measurement_text(m), unit_text(m.unit),
+             f"{pct:.1f}%{' MFU' if kind == 'MFU' else ''}" if pct is not None else "", note,
+             f"{FLAGGED_MARK} {flag}" if flag else ""],
+            ["", "", "", "", "", style, "noisy" if flag else ""])
+
+
+def _failed_row(group: list) -> tuple[list, list]:
+    """Several measurements that failed alike, on one line: the variant they share and what varies among them."""
+    m = group[0]
+    same, what = shared_and_varying([x.variant or {} for x in group])
+    variant = (variant_text(same) + " " if same else "") + f"({len(group)} rows{': ' + what if what else ''})"
+    units = ", ".join(dict.fromkeys(unit_text(x.unit) for x in group if x.unit))
+    flag = host_watch_text(m)
+    return ([m.workload, variant, measurement_text(m), units, "", f"{m.status}: {one_line(m.reason)}",
+             f"{FLAGGED_MARK} {flag}" if flag else ""],
+            ["", "", "", "", "", m.status, "noisy" if flag else ""])
 
 
 def busy_summary(rs: ResultSet) -> str:

@@ -17,6 +17,7 @@ from gapbench.report.kit import (
     peak_text,
     published_text,
     row_label,
+    shared_and_varying,
     unit_text,
 )
 
@@ -134,13 +135,10 @@ def failures(comp: Comparison) -> Table | None:
 
 def _failed_rows_label(workload: str, variants: list[dict]) -> str:
     """'gemm dtype=tf32 m=1024': one row; 'llm-infer batch_size=8 … (12 rows: metric=ttft_ms, …)' for several."""
-    keys = list(dict.fromkeys(k for v in variants for k in v))
-    same = {k: variants[0].get(k) for k in keys if all(k in v and v[k] == variants[0][k] for v in variants)}
+    same, what = shared_and_varying(variants)
     label = workload + (" " + " ".join(f"{k}={v}" for k, v in same.items()) if same else "")
     if len(variants) == 1:
         return label
-    varying = [k for k in keys if k not in same]
-    what = "; ".join(f"{k}={', '.join(dict.fromkeys(str(v.get(k, '—')) for v in variants))}" for k in varying)
     return f"{label} ({len(variants)} rows{': ' + what if what else ''})"
 
 
