@@ -56,6 +56,28 @@ def test_bad_input_is_one_line_and_exit_2(args, words):
     assert len(p.stderr.strip().splitlines()) == 1 and words in p.stderr, p.stderr
 
 
+QUICK = TESTS.parent / "results" / "cpu-epyc-2core-quick-1thread.json"
+
+
+@pytest.mark.parametrize("args, words", [
+    ([str(QUICK), "-t", "dir", "--real", "--coverage", "out.json", "--like", "1,2"], "unknown target 'dir'"),
+    ([str(REPO), "-t", "rocm", "--coverage", str(COVERAGE), "--like", "1,2"], "--like '1,2'"),
+    ([str(REPO), "-t", "rocm", "--coverage", str(COVERAGE), "--like", "llm-train:tiny", "--dtype", "fp7"],
+     "--dtype 'fp7'"),
+    ([str(REPO), "-t", "rocm", "--coverage", "no-such.json", "--like", "llm-train:tiny"], "no-such.json"),
+    ([str(REPO), "-t", "rocm", "--rules", "no-such.toml", "--coverage", str(COVERAGE), "--like", "llm-train:tiny"],
+     "--rules no-such.toml"),
+])
+@pytest.mark.slow
+def test_a_bad_command_line_is_refused_before_any_tracing(tmp_path, args, words):
+    """With no cached operator index (a fresh cache folder) a good command would announce the minutes of tracing
+    first; a bad one says its one line instead, and nothing is traced."""
+    p = gapbench("assess", *args, timeout=120, cwd=tmp_path, env={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and words in p.stderr, p.stderr
+    assert "tracing" not in p.stderr and not (tmp_path / "cache").exists()
+
+
 def test_a_malformed_results_file_is_one_line_and_exit_2(tmp_path):
     bad = tmp_path / "bad.json"
     bad.write_text('{"schema_version": 1, "host": {}, "device": {}, "measurements": [{"workload": "gemm"}], '

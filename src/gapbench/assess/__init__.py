@@ -16,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from gapbench.assess.model import Assessment, CodePart, FindingRow, OperatorsPart
 from gapbench.assess.speed import DRAWS, SEED, SpeedPrediction, predict
@@ -132,10 +132,65 @@ def _speed(work: Work | None, sets: list[ResultSet], draws: int, seed: int,
                    history=history)
 
 
+def checked_inputs(path: str | os.PathLike, target: str, *, entry: str | None = None, like: str | None = None,
+                   dtype: str | None = None, coverage: str | None = None, results: Iterable = (),
+                   rules: Iterable[str] = ()) -> tuple[Stack, str, list[ResultSet], ResultSet | None]:
+    """Every argument of `assess` checked before any scan or trace — the target, the path, --entry or --like and
+    its --dtype, the files (they exist and read) — so that a bad command line is one line at once, not after
+    minutes of tracing. Returns the stack, the path, the results sets and the coverage file's set."""
+    st = stack(target)
+    root = os.fspath(path)
+    if not os.path.exists(root):
+        raise GapbenchError(f"{root}: no such file or folder")
+    if entry and like:
+        raise GapbenchError("give --entry or --like, not both")
+    if dtype and not like:
+        raise GapbenchError("--dtype is the precision a --like workload is traced at; your --entry sets its own")
+    if like:
+        _check_like(like, dtype)
+    for r in rules:
+        _check_readable(r, "--rules")
+    sets = _load_results(list(results))
+    cov_set = _check_coverage(coverage) if coverage else None
+    if coverage and not (entry or like):
+        raise GapbenchError("--coverage needs a step to check: give --entry MODULE:FUNCTION or --like WORKLOAD:PRESET")
+    return st, root, sets, cov_set
+
+
+def _check_like(like: str, dtype: str | None) -> None:
+    """--like names a built-in workload that can be traced, with one of its presets; --dtype one it measures."""
+    from gapbench import workloads
+    from gapbench.devices.dtypes import DTYPE_NAMES, normalize
+
+    name, colon, preset = str(like).partition(":")
+    if not name or (colon and not preset):
+        raise GapbenchError(f"--like {like!r}: expected WORKLOAD:PRESET, e.g. llm-train:tiny")
+    try:
+        w = workloads.get(name)
+    except GapbenchError as e:
+        raise GapbenchError(f"--like {like!r}: {e}") from None
+    if preset and preset not in w.presets:
+        raise GapbenchError(f"--like {like!r}: workload {name} has no preset {preset!r}; presets: {', '.join(w.presets)}")
+    if not callable(getattr(w, "build_iteration", None)) and not callable(getattr(w, "build_step", None)):
+        raise GapbenchError(f"--like {like!r}: workload {name} cannot be traced (it builds no step)")
+    if dtype is not None:
+        known = tuple(getattr(w, "dtypes", None) or DTYPE_NAMES)
+        if normalize(dtype) not in known:
+            raise GapbenchError(f"--dtype {dtype!r}: {name} is traced at {', '.join(known)}")
+
+
+def _check_readable(path: str, flag: str) -> None:
+    if not os.path.isfile(path):
+        raise GapbenchError(f"{flag} {path}: no such file" if not os.path.exists(path) else f"{flag} {path}: not a file")
+    if not os.access(path, os.R_OK):
+        raise GapbenchError(f"{flag} {path}: cannot be read (permission denied)")
+
+
 def assess(path: str | os.PathLike, target: str, *, entry: str | None = None, like: str | None = None,
            dtype: str | None = None, coverage: str | None = None, results: Iterable = (),
            rules: Iterable[str] = (), index: dict | None = None, fake: bool = True, draws: int = DRAWS,
-           seed: int = SEED, allow_flagged: bool = False, history: HistoryChoice = True) -> Assessment:
+           seed: int = SEED, allow_flagged: bool = False, history: HistoryChoice = True,
+           on_ready: Callable[[], None] | None = None) -> Assessment:
     """Assess moving the codebase at `path` to `target` (rocm, npu, xpu, mps, cpu).
 
     entry: 'module:function' in the user's code returning (model, example_inputs) or a step function — importing
@@ -146,17 +201,13 @@ def assess(path: str | os.PathLike, target: str, *, entry: str | None = None, li
     expected speed a verdict even where the host watch flagged rates it uses. A results or coverage file given for
     the target that ran on another stack is named in `mismatches` (the report leads with it). history: the history
     database whose run-to-run spreads judge the measured check's single runs (True: the default; False: none).
+    on_ready: called once every argument is checked, before the scan and the tracing (a verb says there what the
+    wait is for).
     """
-    st = stack(target)
-    root = os.fspath(path)
-    if not os.path.exists(root):
-        raise GapbenchError(f"{root}: no such file or folder")
-    if entry and like:
-        raise GapbenchError("give --entry or --like, not both")
-    sets = _load_results(list(results))
-    cov_set = _check_coverage(coverage) if coverage else None
-    if coverage and not (entry or like):
-        raise GapbenchError("--coverage needs a step to check: give --entry MODULE:FUNCTION or --like WORKLOAD:PRESET")
+    st, root, sets, cov_set = checked_inputs(path, target, entry=entry, like=like, dtype=dtype, coverage=coverage,
+                                             results=results, rules=rules)
+    if on_ready is not None:
+        on_ready()
     code = code_part(root, st, rules)
     trace = work = None
     if entry or like:

@@ -51,11 +51,9 @@ def main(args) -> int:
 
     fmt = _checked_format(args)
     history = history_choice(args.db, args.no_history)
-    if args.coverage:
-        _announce_index()
     a = assess(args.path, args.target, entry=args.entry, like=args.like, dtype=args.dtype, coverage=args.coverage,
                results=args.results, rules=args.rules, fake=not args.real, allow_flagged=args.allow_flagged,
-               history=history)
+               history=history, on_ready=_announce_index if args.coverage else None)  # said once all is checked
     _print(a, fmt, args)
     if args.fail_on and a.fails(args.fail_on):
         n = sum(a.code.counts.get(v, 0) for v in (("manual", "blocker") if args.fail_on == "manual" else ("blocker",)))
