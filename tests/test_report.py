@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 
@@ -146,6 +147,33 @@ def test_html_renders_in_headless_chromium_without_console_errors(tmp_path):
     assert "<h2>Gap table</h2>" in dom and "<svg" in dom
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in dom
     assert "<script>" not in dom
+
+
+VERDICTS = Path(__file__).resolve().parents[1] / "results" / "cpu-epyc-2core-verdicts"
+
+
+def _busy_pair():
+    """t2-1.json's runs were measured on a busy host: the host watch flagged some of its rows."""
+    return [str(VERDICTS / "t1-1.json"), str(VERDICTS / "t2-1.json")]
+
+
+def test_markdown_says_the_host_watch_reason_of_each_flagged_row_and_which_spread_judged():
+    md = render(None, format="md", comparison=compare(_busy_pair(), history=False))
+    assert "Judged by: runs + session drift (cpu default) (" in md
+    line = next(ln for ln in md.splitlines() if ln.startswith("| AMD EPYC [t2-1] | gemm fp32 1024x1024x1024 |"))
+    assert "host busy: other processes took" in line
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_chromium() is None, reason="chromium is not installed (Debian: apt-get install -y chromium)")
+def test_html_says_the_host_watch_reason_of_each_flagged_row_and_which_spread_judged(tmp_path):
+    page = tmp_path / "busy.html"
+    page.write_text(render(None, format="html", comparison=compare(_busy_pair(), history=False)), encoding="utf-8")
+    dom, console = _run_chromium(page, tmp_path)
+    assert console == [], console
+    assert "Judged by: runs + session drift (cpu default) (" in dom
+    row = next(r for r in dom.split("<tr>") if "gemm fp32 1024x1024x1024" in r and "host busy" in r)
+    assert "AMD EPYC [t2-1]" in row
 
 
 def test_compare_object_can_be_rendered_directly():

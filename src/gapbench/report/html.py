@@ -68,6 +68,12 @@ def render_html(comp: Comparison, title: str = "gapbench report") -> str:
     verdict = set(verdict_lines(comp))  # said at the top already
     parts.append("<ul>" + "".join(f"<li>{escape(t)}</li>" for t in takeaway_lines(comp, marks=False)
                                   if t not in verdict) + "</ul>")
+    if tables.basis_line(comp):
+        parts.append(f'<p class="muted">{escape(tables.basis_line(comp))}</p>')
+    flagged = tables.flagged_table(comp)
+    if flagged is not None:
+        parts.append(f"<h3>{escape(flagged.title)}</h3>")
+        parts.append(html_table(flagged))
     if len(comp.platforms) > 1:
         parts.append("<h2>Gaps</h2>")
         parts.append(svg.gap_bars(comp))

@@ -23,6 +23,11 @@ def render_markdown(comp: Comparison) -> str:
     lines += md_table(tables.gap_table(comp))
     lines += ["", "Values: median [95% CI].", ""]
     lines += [f"- {md_cell(t)}" for t in takeaway_lines(comp)]
+    if tables.basis_line(comp):
+        lines += ["", md_cell(tables.basis_line(comp))]
+    flagged = tables.flagged_table(comp)
+    if flagged is not None:
+        lines += ["", f"#### {md_cell(flagged.title)}", ""] + md_table(flagged)
     ft = frontier_table(comp)
     if ft is not None:
         lines += ["", f"#### {md_cell(ft.title)}", ""] + md_table(ft) + [""]

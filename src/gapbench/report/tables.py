@@ -70,6 +70,29 @@ def merged_peak_text(cell) -> str:
     return text if cell.peak_kind == "MFU" else f"{text} of peak"
 
 
+def basis_line(comp: Comparison) -> str:
+    """Which spread judged the gaps, and how many each: 'Judged by: history n=5 (9 gaps), cpu default (2 gaps).'"""
+    bases = comp.takeaway.spread_bases
+    if not bases:
+        return ""
+    return "Judged by: " + ", ".join(f"{b} ({n} gap{'s' * (n != 1)})" for b, n in bases) + "."
+
+
+def flagged_table(comp: Comparison) -> Table | None:
+    """The rows the host watch flagged, with its reason, per platform: why their gaps have no verdict."""
+    rows = []
+    for r in comp.rows:
+        for i, c in enumerate(r.cells):
+            m = c.measurement
+            if m is not None and m.ok and m.flagged:
+                reasons = "; ".join(str(x) for x in (m.host_watch or {}).get("reasons", [])) or "flagged"
+                rows.append([comp.platforms[i].name, row_label(r), reasons])
+    if not rows:
+        return None
+    return Table(["platform", "row", "host watch (why no verdict)"], rows, numeric=(),
+                 title="measured on a disturbed host (†: no verdict unless --allow-flagged)")
+
+
 def efficiency_table(comp: Comparison) -> Table | None:
     """Throughput per watt and per dollar, per platform; None when no row is a rate."""
     rate_rows = [r for r in comp.rows if r.higher_is_better and per_unit(r.unit)]

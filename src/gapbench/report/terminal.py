@@ -9,39 +9,14 @@ from rich.console import Console, Group
 from gapbench.compare import Comparison
 from gapbench.report import numerics, ratios, tables
 from gapbench.report.kit import (
-    Table,
     coverage_table,
     frameworks_table,
     frontier_lines,
     frontier_table,
     rich_table,
     rich_text,
-    row_label,
     takeaway_lines,
 )
-
-
-def basis_line(comp: Comparison) -> str:
-    """Which spread judged the gaps, and how many each: 'Judged by: history n=5 (9 gaps), cpu default (2 gaps).'"""
-    bases = comp.takeaway.spread_bases
-    if not bases:
-        return ""
-    return "Judged by: " + ", ".join(f"{b} ({n} gap{'s' * (n != 1)})" for b, n in bases) + "."
-
-
-def flagged_table(comp: Comparison) -> Table | None:
-    """The rows the host watch flagged, with its reason, per platform: why their gaps have no verdict."""
-    rows = []
-    for r in comp.rows:
-        for i, c in enumerate(r.cells):
-            m = c.measurement
-            if m is not None and m.ok and m.flagged:
-                reasons = "; ".join(str(x) for x in (m.host_watch or {}).get("reasons", [])) or "flagged"
-                rows.append([comp.platforms[i].name, row_label(r), reasons])
-    if not rows:
-        return None
-    return Table(["platform", "row", "host watch (why no verdict)"], rows, numeric=(),
-                 title="measured on a disturbed host (†: no verdict unless --allow-flagged)")
 
 
 def terminal_renderables(comp: Comparison) -> list:
@@ -55,8 +30,8 @@ def terminal_renderables(comp: Comparison) -> list:
     out.append(rich_text(legend, style="dim"))
     out.append(rich_table(gt))
     out += [rich_text(line) for line in takeaway_lines(comp)]
-    if basis_line(comp):
-        out.append(rich_text(basis_line(comp), style="dim"))
+    if tables.basis_line(comp):
+        out.append(rich_text(tables.basis_line(comp), style="dim"))
     ft = frontier_table(comp)
     if ft is not None:
         out.append(rich_table(ft))
@@ -74,7 +49,7 @@ def terminal_renderables(comp: Comparison) -> list:
         if t is not None:
             t.title = title
             out.append(rich_table(t))
-    flagged = flagged_table(comp)
+    flagged = tables.flagged_table(comp)
     if flagged is not None:
         out.append(rich_table(flagged))
     fails = tables.failures(comp)
