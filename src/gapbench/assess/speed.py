@@ -249,20 +249,9 @@ def predict(sides: list[tuple[Work, PlatformRates]], draws: int = DRAWS, seed: i
         return None, list(dict.fromkeys(missing))
     if any(p.calls == 0 for p in plans):
         return None, ["the traced step ran no operators"]
-    rng = np.random.default_rng(seed)
-    nominal = np.array([r.value for r in table.rates])
-    sigma = np.array([r.sigma for r in table.rates])
-    spreads = np.array([next(pr.spread for _, pr in sides if _platform_key(pr) == k) for k in platform_keys])
-    values = nominal * np.exp(rng.standard_normal((draws, len(nominal))) * sigma)
-    level_draws = np.exp(rng.standard_normal((draws, len(platform_keys))) * spreads)
-    per_op_rates = [p.per_op for p in plans]
-    # a per-operator rate is a time, not a rate: a slower platform level makes it longer, not shorter
-    totals = []
-    for plan, (_, pr) in zip(plans, sides, strict=True):
-        v = values.copy()
-        v[:, [i for i in range(len(nominal)) if i not in per_op_rates]] *= level_draws[:, [plan.platform]]
-        v[:, per_op_rates] /= level_draws[:, [plan.platform]]
-        totals.append(_step_times(plan, v, pr.synchronous))
+    spreads = [next(pr.spread for _, pr in sides if _platform_key(pr) == k) for k in platform_keys]
+    nominal, drawn = drawn_values(table, plans, spreads, draws, seed)
+    totals = [_step_times(plan, v, pr.synchronous) for plan, v, (_, pr) in zip(plans, drawn, sides, strict=True)]
     point = [float(_step_times(p, nominal[None, :], pr.synchronous)[0]) for p, (_, pr) in zip(plans, sides,
                                                                                                 strict=True)]
     gaps = (totals[0] / totals[1] - 1) * 100
@@ -278,6 +267,26 @@ def predict(sides: list[tuple[Work, PlatformRates]], draws: int = DRAWS, seed: i
     check, note = measured_check(sides, point, history)
     return SpeedPrediction(side_preds[0], side_preds[1], (point[0] / point[1] - 1) * 100, float(glo), float(ghi),
                            level, draws, seed, check, note), []
+
+
+def drawn_values(table: _Table, plans: list[_Plan], spreads: list[float], draws: int,
+                 seed: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(the rates as measured, and for each plan its rates drawn: shape (draws, rates)): every rate log-normal
+    with its own sigma, each platform's whole level with its spread (shared by the rates of one platform)."""
+    rng = np.random.default_rng(seed)
+    nominal = np.array([r.value for r in table.rates])
+    sigma = np.array([r.sigma for r in table.rates])
+    values = nominal * np.exp(rng.standard_normal((draws, len(nominal))) * sigma)
+    level_draws = np.exp(rng.standard_normal((draws, len(spreads))) * np.array(spreads))
+    per_op_rates = [p.per_op for p in plans]
+    # a per-operator rate is a time, not a rate: a slower platform level makes it longer, not shorter
+    out = []
+    for plan in plans:
+        v = values.copy()
+        v[:, [i for i in range(len(nominal)) if i not in per_op_rates]] *= level_draws[:, [plan.platform]]
+        v[:, per_op_rates] /= level_draws[:, [plan.platform]]
+        out.append(v)
+    return nominal, out
 
 
 def _uses(plan: _Plan, j: int) -> bool:

@@ -9,7 +9,7 @@ from html import escape
 
 from gapbench import __version__
 from gapbench.compare import Comparison
-from gapbench.report import curves, numerics, ratios, svg, tables
+from gapbench.report import attribution, curves, numerics, ratios, svg, tables
 from gapbench.report.kit import (
     coverage_table,
     frameworks_table,
@@ -80,6 +80,7 @@ def render_html(comp: Comparison, title: str = "gapbench report") -> str:
     parts += _curves(comp)
     parts += ratios.html_parts(comp)
     parts += numerics.html_parts(comp)
+    parts += attribution.html_parts(comp)
     parts += _rooflines(comp)
     parts += _efficiency(comp)
     for title_, t in (("Operator coverage", coverage_table(comp)), ("Frameworks", frameworks_table(comp))):

@@ -4,7 +4,7 @@ the takeaway, the side tables). Strict JSON: no NaN or Infinity."""
 from __future__ import annotations
 
 from gapbench.compare import Comparison
-from gapbench.report import numerics, ratios
+from gapbench.report import attribution, numerics, ratios
 from gapbench.report.kit import coverage_table, frameworks_table, frontier_lines, gap_text, takeaway_lines
 from gapbench.results import json_text
 from gapbench.text import json_printable
@@ -24,6 +24,7 @@ def comparison_document(comp: Comparison) -> dict:
                 row["gaps"][names[i]]["text"] = gap_text(gap)
     d["library_ratios"] = ratios.json_document(comp)
     d["numerics"] = numerics.json_document(comp)
+    d["attribution"] = attribution.json_document(comp)
     for key, t in (("coverage", coverage_table(comp)), ("frameworks", frameworks_table(comp))):
         d[key] = {"columns": t.headers, "rows": t.rows} if t is not None else None
     return d

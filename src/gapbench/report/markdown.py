@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gapbench.compare import Comparison
-from gapbench.report import numerics, ratios, tables
+from gapbench.report import attribution, numerics, ratios, tables
 from gapbench.report.kit import (
     coverage_table,
     frameworks_table,
@@ -34,6 +34,7 @@ def render_markdown(comp: Comparison) -> str:
         lines += [f"- {md_cell(t)}" for t in frontier_lines(comp)]
     lines += ratios.markdown_lines(comp)
     lines += numerics.markdown_lines(comp)
+    lines += attribution.markdown_lines(comp)
     note = tables.efficiency_note(comp)
     if note:
         lines += ["", md_cell(note)]

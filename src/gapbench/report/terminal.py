@@ -7,7 +7,7 @@ import io
 from rich.console import Console, Group
 
 from gapbench.compare import Comparison
-from gapbench.report import numerics, ratios, tables
+from gapbench.report import attribution, numerics, ratios, tables
 from gapbench.report.kit import (
     coverage_table,
     frameworks_table,
@@ -38,6 +38,7 @@ def terminal_renderables(comp: Comparison) -> list:
     out += [rich_text(line) for line in frontier_lines(comp)]
     out += ratios.terminal_renderables(comp)
     out += numerics.terminal_renderables(comp)
+    out += attribution.terminal_renderables(comp)
     note = tables.efficiency_note(comp)
     if note:
         out.append(rich_text(note, style="dim"))
