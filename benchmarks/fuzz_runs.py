@@ -448,6 +448,7 @@ class Protected:
             os.mknod(w / "null", 0o666 | stat.S_IFCHR, os.makedev(1, 3))
         (self.outside / "target.txt").write_text("outside\n")
         if not (w / "link-out").is_symlink():
+            (w / "link-out").unlink(missing_ok=True)  # replaced by a plain file, as an output named it
             (w / "link-out").symlink_to(self.outside / "target.txt")
         (w / "dir").mkdir(exist_ok=True)
         (w / "dir" / "a.py").write_text("import torch\n")

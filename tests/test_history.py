@@ -70,3 +70,11 @@ def test_history_names_that_are_not_text_are_one_line_and_what_an_import_did_is_
     rc = main(["history", "-w", "bad\udcffname", "--db", db])
     err = capsys.readouterr().err.strip().splitlines()
     assert rc == 2 and len(err) == 1 and "not UTF-8 text" in err[0], err
+
+
+def test_a_history_path_the_system_cannot_hold_is_one_line(tmp_path, capsys):
+    from gapbench.cli import main
+
+    rc = main(["history", "-w", "gemm", "--db", str(tmp_path / ("a" * 5000))])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and "File name too long" in err[0], err

@@ -140,6 +140,13 @@ UPGRADES = {1: _upgrade_1_to_2, 2: _upgrade_2_to_3}
 
 def _db_path(db_path: str | os.PathLike | None) -> Path:
     path = Path(db_path) if db_path is not None else default_path()
+    try:
+        os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except (OSError, ValueError) as e:  # a name too long, a NUL byte
+        raise GapbenchError(f"history database {str(path)[:200]}: cannot use it ({getattr(e, 'strerror', None) or e})") \
+            from None
     if path.is_dir():
         raise GapbenchError(f"history database {path}: is a folder, not a file")
     if path.exists() and not path.is_file():  # a FIFO would block the open, a device feed it garbage
