@@ -315,3 +315,17 @@ def test_a_coverage_journal_or_file_that_is_no_such_thing_is_one_line(tmp_path, 
     for resume, words in ((fifo, "not a regular file"), (plain, "not a coverage journal")):
         rc, _, err = cli(capsys, "coverage", "--device", "cpu", "--resume", resume, "-o", tmp_path / "c.json")
         one_line_error(rc, err, str(resume), words)
+
+
+def test_a_gemm_row_whose_shape_is_not_numbers_gives_no_rate_and_compare_still_answers(tmp_path, capsys):
+    import json as _json
+
+    from gapbench.cli import main
+
+    doc = _json.loads((REPO / "results" / "cpu-epyc-2core-quick-1thread.json").read_text())
+    gemm_rows = [m for m in doc["measurements"] if m["workload"] == "gemm" and "m" in m["variant"]]
+    gemm_rows[0]["variant"]["m"] = None
+    bad = tmp_path / "odd-shape.json"
+    bad.write_text(_json.dumps(doc))
+    rc = main(["compare", str(bad), str(REPO / "results" / "cpu-epyc-2core-quick-2threads.json")])
+    assert rc == 0, capsys.readouterr().err

@@ -176,8 +176,11 @@ def _gemm_points(m: Measurement) -> list[GemmPoint]:
     v, mt = m.variant, m.metrics or {}
     dtype = str(v.get("dtype"))
     if not v.get("sweep"):
-        return [GemmPoint(int(v["m"]), int(v["n"]), int(v["k"]),
-                          _rate(m, m.value * 1e12, f"gemm {dtype} {v['m']}x{v['n']}x{v['k']}"))]
+        try:  # a row whose shape is not three whole numbers (a file's variant is free-form) gives no rate
+            shape = (int(v["m"]), int(v["n"]), int(v["k"]))
+        except (KeyError, TypeError, ValueError, OverflowError):
+            return []
+        return [GemmPoint(*shape, _rate(m, m.value * 1e12, f"gemm {dtype} {shape[0]}x{shape[1]}x{shape[2]}"))]
     sigma = sigma_of(m)
     full = {(f["m"], f["n"], f["k"]): f.get("tflops_full") for f in mt.get("finalists") or []
             if isinstance(f, dict) and isinstance(f.get("tflops_full"), (int, float))}
@@ -246,7 +249,10 @@ def platform_rates(rs: ResultSet) -> PlatformRates:
     for m in ok:
         add = _ROWS.get(m.workload)
         if add is not None:
-            add(pr, m)
+            try:
+                add(pr, m)
+            except (KeyError, TypeError, ValueError, OverflowError):  # a variant a file holds is free-form: a row
+                continue  # whose shape fields are missing or not numbers gives no rate
         elif is_end_to_end(m):
             pr.models.append(m)
     membw = [m for m in ok if m.workload == "membw" and m.variant.get("kernel") in MEMBW_KERNELS]
