@@ -4,6 +4,8 @@ files given for a stack they did not run on. Real results files from results/, r
 `python -m gapbench` subprocesses."""
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -122,12 +124,12 @@ def test_run_shows_the_host_watch_in_its_table_and_says_the_host_was_busy(tmp_pa
            "def f():\n    while True: pass\n" \
            "if __name__ == '__main__':\n    [mp.Process(target=f, daemon=True).start() for _ in range(3)]\n" \
            "    time.sleep(120)\n"
-    hog = subprocess.Popen([sys.executable, "-c", spin])
+    hog = subprocess.Popen([sys.executable, "-c", spin], start_new_session=True)
     try:
         p = gapbench("run", "-w", "membw:tiny", "--no-history", "-o", tmp_path / "busy.json", "--quiet",
                      env={"COLUMNS": "250"})
-    finally:
-        hog.kill()
+    finally:  # the spinners are the hog's children: a kill of the hog alone would leave them spinning
+        os.killpg(hog.pid, signal.SIGKILL)
         hog.wait()
     assert p.returncode == 0, p.stderr
     text = " ".join(p.stdout.split())
