@@ -16,8 +16,6 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
-from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 
 try:
@@ -25,37 +23,14 @@ try:
 except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
-from gapbench.scan import scan
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gapbench.scan import scan  # noqa: E402
 
 LABELS = Path(__file__).resolve().parent / "data" / "scan_labels.toml"
 
 
-@dataclass
-class Score:
-    labelled: int = 0
-    found: int = 0
-    flagged: int = 0
-    false_alarms: int = 0
-    misses: list[str] = field(default_factory=list)
-    alarms: list[str] = field(default_factory=list)
-    by_kind: Counter = field(default_factory=Counter)
-    found_by_kind: Counter = field(default_factory=Counter)
-
-    def add(self, other: Score) -> None:
-        for name in ("labelled", "found", "flagged", "false_alarms"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.misses += other.misses
-        self.alarms += other.alarms
-        self.by_kind.update(other.by_kind)
-        self.found_by_kind.update(other.found_by_kind)
-
-    @property
-    def recall(self) -> float:
-        return self.found / self.labelled if self.labelled else 1.0
-
-    @property
-    def precision(self) -> float:
-        return (self.flagged - self.false_alarms) / self.flagged if self.flagged else 1.0
+from scan_corpus import Score  # noqa: E402 - the corpus scorer's tally, shared (run from benchmarks/)
 
 
 def head_commit(path: Path) -> str | None:
