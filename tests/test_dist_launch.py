@@ -66,3 +66,22 @@ def test_nvlink_summary_counts_link_kinds_between_gpu_pairs():
         "NIC0\tPXB\tSYS\tSYS\tSYS\t X\n"
     )
     assert nvlink_summary(topo) == {"NV18": 3, "SYS": 2, "PIX": 1}
+
+
+def test_a_follower_rank_checks_no_output_rank_0_has_begun(tmp_path, monkeypatch):
+    """Rank 0 of an external torchrun job may start its journal before rank 1 reads its command line; rank 1 writes
+    nothing, so that journal must not stop it (rank 0, or a plain run, is still refused)."""
+    from gapbench.cli import build_parser
+    from gapbench.cli.cmd_run import _check
+    from gapbench.errors import GapbenchError
+
+    out = tmp_path / "out.json"
+    (tmp_path / "out.json.journal.jsonl").write_text('{"event": "header"}\n')
+    args = build_parser().parse_args(["run", "--workload", "collective:tiny", "--device", "cpu", "--output",
+                                      str(out), "--no-history"])
+    for k, v in (("RANK", "1"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "1")):
+        monkeypatch.setenv(k, v)
+    _check(args)
+    monkeypatch.setenv("RANK", "0")
+    with pytest.raises(GapbenchError, match="journal of an interrupted run"):
+        _check(args)

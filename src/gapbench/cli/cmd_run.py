@@ -145,8 +145,16 @@ def _check(args) -> None:
     _check_values(args)
     _check_db(args)
     _check_combinations(args)
-    if args.output and not args.resume:
+    if args.output and not args.resume and not _follower_rank():
         check_output(args.output, inputs=args.workload_file, force=args.force, resume_hint=True)
+
+
+def _follower_rank() -> bool:
+    """A rank other than 0 of an external torchrun job writes nothing (rank 0 does), so it checks no output: rank 0
+    may already have begun its journal there."""
+    from gapbench.distributed.info import env_rank
+
+    return bool(env_rank())
 
 
 def _check_values(args) -> None:

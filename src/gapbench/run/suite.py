@@ -198,8 +198,9 @@ def _run_entries(plan: RunPlan, passes: dict, journal: Journal, done: set, repor
     steps = [(p, name, preset) for p in range(runs) for name, preset in plan.entries]
     for i, (p, name, preset) in enumerate(steps):
         def on_result(m: Measurement, p=p) -> None:
-            _journaled(journal, {"event": "measurement", "pass": p, "measurement": m.model_dump(mode="json")})
+            # kept in memory first: a signal that lands after the journal line is written still finds it there
             passes[(p, m.key)] = m
+            _journaled(journal, {"event": "measurement", "pass": p, "measurement": m.model_dump(mode="json")})
             reporter.variant_done(m)
 
         workload_budget = None
