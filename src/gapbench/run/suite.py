@@ -22,7 +22,7 @@ from gapbench.results import Measurement, ResultSet, check_output, merge_runs, n
 from gapbench.results.files import OutputError
 from gapbench.run.plan import RunPlan, build_plan, default_output
 from gapbench.run.resume import check_same_machine, read_journal, resumed_files
-from gapbench.run.workload import Reporter, launch_worker, run_workload
+from gapbench.run.workload import Reporter, budget_grace, budget_spent, launch_worker, run_workload
 
 
 class Interrupted(Exception):
@@ -195,6 +195,7 @@ def _run_entries(plan: RunPlan, passes: dict, journal: Journal, done: set, repor
     launch = _launcher(plan)
     runs = max(1, int(plan.runs or 1))
     t_start = time.monotonic()
+    hard_end = t_start + plan.budget_s + budget_grace(plan.budget_s) if plan.budget_s else None
     steps = [(p, name, preset) for p in range(runs) for name, preset in plan.entries]
     for i, (p, name, preset) in enumerate(steps):
         def on_result(m: Measurement, p=p) -> None:
@@ -207,10 +208,16 @@ def _run_entries(plan: RunPlan, passes: dict, journal: Journal, done: set, repor
         if plan.budget_s:
             left = plan.budget_s - (time.monotonic() - t_start)
             workload_budget = max(left, 1.0) / (len(steps) - i)
+        if hard_end is not None and time.monotonic() >= hard_end:
+            if not any(q == p and key.split(":", 1)[0] == name for (q, key) in passes):
+                on_result(Measurement(workload=name, preset=preset or None, variant={}, unit="-", status="too_slow",
+                                      reason=f"not started: {budget_spent(plan.budget_s)}"))
+            continue
         reporter.workload_started(name if runs == 1 else f"{name} (run {p + 1}/{runs})", preset)
         skip = {key for (q, key) in done if q == p}
         ident = run_workload(_job(plan, name, preset, workload_budget, skip), launch,
-                             timeout_s=plan.timeout_s, reporter=reporter, on_result=on_result)
+                             timeout_s=plan.timeout_s, reporter=reporter, on_result=on_result, hard_end=hard_end,
+                             run_budget_s=plan.budget_s)
         if ident and not identity:
             identity = ident
             _journaled(journal, {"event": "device", "identity": identity})

@@ -70,9 +70,23 @@ class Attempt:
     own_rows: int = 0  # the rows of its own a rank group sent for the variant running
 
 
-def variant_limit(budget_s: float, timeout_s: float | None) -> float:
-    """A variant's hard time limit: --timeout, else three times its budget plus 30 s."""
-    return timeout_s if timeout_s else 3 * budget_s + 30
+def variant_limit(budget_s: float, timeout_s: float | None, hard_end: float | None = None) -> float:
+    """A variant's hard time limit: --timeout, else three times its budget plus 30 s; never past the run's hard
+    end (`hard_end`, time.monotonic(): where a run --budget ends, with its grace)."""
+    limit = timeout_s if timeout_s else 3 * budget_s + 30
+    if hard_end is not None:
+        limit = min(limit, max(hard_end - time.monotonic(), STOP_S))
+    return limit
+
+
+def budget_grace(budget_s: float) -> float:
+    """How far past its --budget a run may go before what runs is stopped: a variant that started in time is
+    given a little to finish (a tenth of the budget, at least 5 s, at most 60 s)."""
+    return min(max(0.1 * budget_s, 5.0), 60.0)
+
+
+def budget_spent(budget_s: float | None) -> str:
+    return f"the run's --budget of {budget_s:.4g} s was spent" if budget_s else "the run's --budget was spent"
 
 
 def startup_limit(timeout_s: float | None) -> float:
@@ -96,8 +110,9 @@ class EventRules:
     was started, once. The first event refused fails the variant running and ends the worker at once."""
 
     def __init__(self, job: WorkloadJob, a: Attempt, timeout_s: float | None, reporter: Reporter,
-                 on_result: Callable[[Measurement], None]):
+                 on_result: Callable[[Measurement], None], hard_end: float | None = None):
         self.job, self.a, self.timeout_s, self.reporter, self.record = job, a, timeout_s, reporter, on_result
+        self.hard_end = hard_end
         self.preset: str | None = job.preset or None  # the keys' preset: the job's, else the worker's default
         self.ranks = job.nproc or (MAX_RANKS if job.distributed else 1)
 
@@ -158,7 +173,7 @@ class EventRules:
             raise Refused(f"with budget_s {ev.budget_s:.4g}, more than the {allowed:.4g} s the job allows")
         a.current, a.own_rows = ev.key, 0
         self.reporter.variant_started(self.job.workload, a.announced[ev.key])
-        return variant_limit(ev.budget_s, self.timeout_s)
+        return variant_limit(ev.budget_s, self.timeout_s, self.hard_end)
 
     def on_result(self, ev: Result) -> float | None:
         a, m = self.a, ev.measurement
@@ -219,14 +234,19 @@ def short(text: str | None, limit: int = 80) -> str:
 
 
 def attempt(job: WorkloadJob, launch: Launcher, timeout_s: float | None, reporter: Reporter,
-            on_result: Callable[[Measurement], None]) -> Attempt:
-    """Run one worker for `job` to its end and say what happened."""
+            on_result: Callable[[Measurement], None], hard_end: float | None = None,
+            run_budget_s: float | None = None) -> Attempt:
+    """Run one worker for `job` to its end and say what happened (stopped at `hard_end`, where a run's --budget
+    and its grace end)."""
     a = Attempt()
-    out = launch(job, startup_limit(timeout_s), EventRules(job, a, timeout_s, reporter, on_result))
+    out = launch(job, startup_limit(timeout_s), EventRules(job, a, timeout_s, reporter, on_result, hard_end))
     if a.failure is not None or a.done or a.described is not None:
         return a
     hint = f"; {out.hint}" if out.hint else ""
-    if out.timed_out:
+    if out.timed_out and a.current and hard_end is not None and time.monotonic() >= hard_end - 0.05:
+        a.failure = failures.Failure("timeout", f"stopped after {out.limit_s or 0.0:.3g} s: {budget_spent(run_budget_s)}"
+                                                f" (the variant had started in time){hint}")
+    elif out.timed_out:
         phase = "variant" if a.current else "worker start-up"
         f = failures.timed_out(out.limit_s or 0.0, phase)
         a.failure = replace(f, reason=f.reason + hint)
@@ -237,16 +257,26 @@ def attempt(job: WorkloadJob, launch: Launcher, timeout_s: float | None, reporte
 
 
 def run_workload(job: WorkloadJob, launch: Launcher, *, timeout_s: float | None, reporter: Reporter,
-                 on_result: Callable[[Measurement], None]) -> dict | None:
-    """Run every variant of job not in job.skip, restarting after failures; returns the device identity."""
+                 on_result: Callable[[Measurement], None], hard_end: float | None = None,
+                 run_budget_s: float | None = None) -> dict | None:
+    """Run every variant of job not in job.skip, restarting after failures; returns the device identity.
+    Past `hard_end` (time.monotonic(): where the run's --budget and its grace end) the variant running is stopped
+    and no worker starts again: each variant not measured gets a `too_slow` row saying the budget was spent."""
     skip = set(job.skip)
     identity = None
     t0 = time.monotonic()
     known: dict[str, dict] = {}
     unit, hib = "", True
     for _ in range(MAX_ATTEMPTS):
+        if hard_end is not None and time.monotonic() >= hard_end and known:
+            for key in [k for k in known if k not in skip]:
+                on_result(Measurement(workload=job.workload, preset=job.preset or None, variant=known[key],
+                                      unit=unit or "-", higher_is_better=hib, status="too_slow",
+                                      reason=f"not started: {budget_spent(run_budget_s)}"))
+            return identity
         left = None if job.workload_budget_s is None else max(job.workload_budget_s - (time.monotonic() - t0), 1.0)
-        a = attempt(job.replace(skip=sorted(skip), workload_budget_s=left), launch, timeout_s, reporter, on_result)
+        a = attempt(job.replace(skip=sorted(skip), workload_budget_s=left), launch, timeout_s, reporter, on_result,
+                    hard_end, run_budget_s)
         identity = identity or a.identity
         known.update(a.announced)
         unit = a.unit or unit
