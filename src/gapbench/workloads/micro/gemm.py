@@ -1,8 +1,13 @@
 """Dense matrix multiply at every precision: fp32, tf32, bf16, fp16, fp8 (e4m3), int8.
 
 FLOPs per call = 2·M·N·K (int8 counts integer multiply-adds the same way). Inputs are random-normal
-(speed and power depend on the data). Every variant checks a sample of its output against a float64
-reference computed from the same (rounded) inputs.
+(speed and power depend on the data), drawn on the device itself from a generator of that device with a fixed
+seed. Every variant checks a block of its output (64 sampled rows × 64 sampled columns) against a float64
+reference computed from the same (rounded) inputs, on the device where it computes in float64.
+
+Operand layouts: A is row-major everywhere. For fp8 and int8, B is column-major (made as an (n, k) contiguous
+tensor and passed transposed): the layout the int8 and fp8 tensor-core kernels of cuBLASLt and hipBLASLt take
+("TN", row × column); `torch._scaled_mm` requires it, and `torch._int_mm` runs several times slower without it.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 
 # relative tolerance against sum_k |a_ik·b_kj| (the magnitude the rounding errors scale with)
 TOLERANCE = {"fp32": 1e-5, "tf32": 4e-3, "bf16": 1.6e-2, "fp16": 2e-3, "fp8": 1.6e-2, "int8": 0.0}
+SEED = 1234  # of the operands (per device: each device's generator draws its own stream)
+SAMPLE = 64  # rows and columns of the output checked
 
 _SQUARE = (1024, 2048, 4096, 8192)
 # shapes from transformer training: (tokens, out, in) of QKV/MLP projections at hidden 4096/8192
@@ -195,76 +202,124 @@ def unsupported_reason(dtype: str, ctx: Context) -> str:
             op()
         dev.synchronize()
     except (RuntimeError, NotImplementedError, TypeError) as e:
-        msg = " ".join(str(e).split())[:200]
-        return f"{dtype} matmul is not available on {dev.kind}: {msg}"
+        return f"{dtype} matmul is not available on {dev.kind}: {_short(e)}"
     return ""
 
 
-class _Op:
-    """One prepared matmul: call it to run, check() to compare a sample of rows with float64."""
+def _short(e: BaseException) -> str:
+    return " ".join(str(e).split())[:200]
 
-    def __init__(self, fn, a, b, ref_a, ref_b, tol, out_fn):
-        self.fn, self.a, self.b = fn, a, b
-        self.ref_a, self.ref_b, self.tol, self.out_fn = ref_a, ref_b, tol, out_fn
+
+class _Op:
+    """One prepared matmul: call it to run, check() to compare a sampled block of the output with float64.
+
+    a is A (m, k) and b is B (k, n) as the product takes them (B may be a transposed view); scale_a and scale_b
+    turn their values into the ones the product multiplies (fp8's per-tensor scales); the reference is computed on
+    `ref_device` (the device itself where it computes in float64)."""
+
+    def __init__(self, fn, a, b, tol, *, scale_a=1.0, scale_b=1.0, ref_device=None, generator=None):
+        self.fn, self.a, self.b, self.tol = fn, a, b, tol
+        self.scale_a, self.scale_b = scale_a, scale_b
+        self.ref_device = ref_device if ref_device is not None else a.device
+        self.generator = generator
 
     def __call__(self):
         return self.fn()
 
     def check(self) -> str | None:
-        return check_sample(self.out_fn(self.fn()), self.ref_a, self.ref_b, self.tol)
+        out = self.fn()
+        rows, cols = sample_indices(out.shape[0], out.shape[1])
+        r, c = rows.to(out.device), cols.to(out.device)
+        a = _take(self.a, 0, r).to(self.ref_device).to(torch.float64) * self.scale_a
+        b = _take(self.b, 1, c).to(self.ref_device).to(torch.float64) * self.scale_b
+        return check_block(out.index_select(0, r).index_select(1, c), a, b, self.tol)
 
 
-def check_sample(out, ref_a, ref_b, tol: float) -> str | None:
-    """Compare 64 random rows of a product `out` with a float64 product of the same inputs: None when every
-    element's error, relative to sum_k |a_ik·b_kj|, is within `tol`, else what is wrong.
+def _take(t: torch.Tensor, dim: int, index: torch.Tensor) -> torch.Tensor:
+    """t.index_select(dim, index); one-byte floats (fp8) through their bytes, which every stack can index."""
+    if t.is_floating_point() and t.element_size() == 1:
+        return t.view(torch.uint8).index_select(dim, index).view(t.dtype)
+    return t.index_select(dim, index)
 
-    ref_a(rows) gives those rows of A and ref_b() all of B, as float64 CPU tensors of the rounded inputs the
-    device saw."""
-    m = out.shape[0]
+
+def sample_indices(m: int, n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """The rows and the columns of an m×n product that the check compares (SAMPLE of each, or all), the same
+    every time (a fixed seed)."""
     g = torch.Generator().manual_seed(0)
-    rows = torch.randperm(m, generator=g)[: min(m, 64)]
-    a = ref_a(rows)
-    b = ref_b()
-    ref = a @ b
-    scale = a.abs() @ b.abs()
-    got = out[rows.to(out.device)].to("cpu", torch.float64)
+    rows = torch.randperm(m, generator=g)[: min(m, SAMPLE)]
+    cols = torch.randperm(n, generator=g)[: min(n, SAMPLE)]
+    return rows, cols
+
+
+def check_block(got, a, b, tol: float) -> str | None:
+    """Compare a block `got` of a product with the float64 product a @ b (a: those rows of A, b: those columns of
+    B, float64 on one device): None when every element's error, relative to sum_k |a_ik·b_kj|, is within `tol`,
+    else what is wrong."""
+    got = got.to(a.device).to(torch.float64)
     if not torch.isfinite(got).all():
         return "output has non-finite values"
+    ref = a @ b
+    scale = a.abs() @ b.abs()
     err = ((got - ref).abs() / scale.clamp_min(1e-30)).max().item()
     if err > tol:
         return f"max relative error {err:.3g} exceeds tolerance {tol:g}"
     return None
 
 
+def check_sample(out, ref_a, ref_b, tol: float) -> str | None:
+    """check_block on the sampled block (sample_indices) of a product `out`, for a caller that holds its inputs
+    as ref_a(rows), those rows of A, and ref_b(), all of B, as float64 CPU tensors of the rounded inputs the device
+    saw (only the sampled columns of B enter the product)."""
+    rows, cols = sample_indices(out.shape[0], out.shape[1])
+    a = ref_a(rows)
+    b = ref_b().index_select(1, cols.to(a.device))
+    got = out.index_select(0, rows.to(out.device)).index_select(1, cols.to(out.device))
+    return check_block(got, a, b, tol)
+
+
+def _reference_device(dev) -> torch.device:
+    """Where the float64 reference of a check is computed: the device, unless it has no float64 (MPS)."""
+    return torch.device("cpu") if dev.dtype_unsupported("fp64") else dev.torch_device
+
+
+def _generator(device: torch.device) -> torch.Generator | None:
+    """A seeded generator of the device itself, so that the operands are drawn where they are used (drawing a
+    16384×28672 operand on the host and copying it dominated the run); None for meta tensors,
+    which hold no values."""
+    if device.type == "meta":
+        return None
+    return torch.Generator(device=device).manual_seed(SEED)
+
+
 def _make_op(dtype: str, m: int, n: int, k: int, dev) -> _Op:
     device = dev.torch_device
-    g = torch.Generator(device="cpu").manual_seed(1234)
+    g = _generator(device)
     tol = TOLERANCE[dtype]
+    ref = _reference_device(dev)
     if dtype in ("fp32", "tf32", "bf16", "fp16"):
         td = dev.torch_dtype(dtype)
-        a = torch.randn(m, k, generator=g).to(device=device, dtype=td)
-        b = torch.randn(k, n, generator=g).to(device=device, dtype=td)
+        a = torch.randn(m, k, generator=g, device=device, dtype=td)
+        b = torch.randn(k, n, generator=g, device=device, dtype=td)
         c = torch.empty(m, n, device=device, dtype=td)
 
         def fn():
             return torch.mm(a, b, out=c)
 
-        return _Op(fn, a, b, lambda rows: a[rows.to(device)].to("cpu", torch.float64),
-                   lambda: b.to("cpu", torch.float64), tol, lambda o: o)
+        return _Op(fn, a, b, tol, ref_device=ref, generator=g)
     if dtype == "int8":
-        a = torch.randint(-128, 128, (m, k), generator=g, dtype=torch.int8).to(device)
-        b = torch.randint(-128, 128, (k, n), generator=g, dtype=torch.int8).to(device)
+        a = torch.randint(-128, 128, (m, k), generator=g, device=device, dtype=torch.int8)
+        bt = torch.randint(-128, 128, (n, k), generator=g, device=device, dtype=torch.int8)
+        b = bt.t()  # column-major: the int8 tensor-core kernels' layout (row-major B runs several times slower)
 
         def fn():
             return torch._int_mm(a, b)
 
-        return _Op(fn, a, b, lambda rows: a[rows.to(device)].to("cpu", torch.float64),
-                   lambda: b.to("cpu", torch.float64), tol, lambda o: o)
+        return _Op(fn, a, b, tol, ref_device=ref, generator=g)
     if dtype == "fp8":
         f8 = dev.fp8_e4m3()
         # N(0,1) inputs scaled by 1/4 stay well inside e4m3's range (max 448; 240 for fnuz)
-        a = (torch.randn(m, k, generator=g) * 0.25).to(f8).to(device)
-        bt = (torch.randn(n, k, generator=g) * 0.25).to(f8).to(device)
+        a = (torch.randn(m, k, generator=g, device=device, dtype=torch.bfloat16) * 0.25).to(f8)
+        bt = (torch.randn(n, k, generator=g, device=device, dtype=torch.bfloat16) * 0.25).to(f8)
         b = bt.t()  # column-major, as _scaled_mm requires
         sa = torch.tensor(4.0, device=device)
         sb = torch.tensor(4.0, device=device)
@@ -272,6 +327,6 @@ def _make_op(dtype: str, m: int, n: int, k: int, dev) -> _Op:
         def fn():
             return torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
 
-        return _Op(fn, a, b, lambda rows: a[rows.to(device)].to("cpu", torch.float64) * 4.0,
-                   lambda: b.to("cpu", torch.float64) * 4.0, tol, lambda o: o)
+        return _Op(fn, a, b, tol, scale_a=4.0, scale_b=4.0,
+                   ref_device=ref, generator=g)
     raise ValueError(f"unknown dtype {dtype!r}")

@@ -1,0 +1,122 @@
+"""gemm's operands and its check, on the CPU, the test accelerator and a device of meta tensors (shapes without
+values: where the operands are drawn shows without an accelerator)."""
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from gapbench.devices import resolve
+from gapbench.devices.base import Backend, Device
+from gapbench.workloads.micro import gemm as gemm_mod
+
+
+class _Seen(TorchDispatchMode):
+    """Records every ATen call and every tensor it made: a spy on what really ran, not a stand-in for it."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = []
+        self.made = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        self.calls.append((func, args, kwargs or {}))
+        self.made += [t for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor)]
+        return out
+
+
+class _MetaBackend(Backend):
+    """torch's meta device: tensors with shapes, strides and devices but no values."""
+
+    name = device_type = torch_type = "meta"
+    indexed = False
+
+    def dtype_unsupported(self, index, dtype):
+        return "meta tensors hold no float64 values" if dtype == "fp64" else ""
+
+
+# ---- int8: B column-major -------------------------------------------------------------------------------------
+
+def test_int8_b_is_column_major_and_its_product_is_exact_on_the_cpu():
+    op = gemm_mod._make_op("int8", 64, 48, 32, resolve("cpu"))
+    assert op.b.shape == (32, 48) and op.b.stride() == (1, 32)  # (k, n), column-major: B's "T" of "TN"
+    assert op.a.stride() == (32, 1)
+    assert op.check() is None  # torch's CPU _int_mm takes that layout and gives the exact product
+    rows, cols = gemm_mod.sample_indices(64, 48)
+    good = op.fn
+
+    def off_by_one():
+        o = good().clone()
+        o[rows[0], cols[0]] += 1
+        return o
+
+    op.fn = off_by_one
+    assert "exceeds tolerance 0" in op.check()
+
+
+# ---- operands drawn on the device, reproducibly -------------------------------------------------------------
+
+def test_operands_are_drawn_on_the_device_not_on_the_host():
+    """On meta tensors nothing has values, so an operand drawn on the host and copied would show as a host
+    tensor of the operand's size; drawn on the device, no host tensor bigger than a scale is ever made."""
+    dev = Device(_MetaBackend())
+    for dtype in ("fp32", "bf16", "fp16", "fp8", "int8"):
+        with _Seen() as seen:
+            op = gemm_mod._make_op(dtype, 256, 128, 192, dev)
+        host = [tuple(t.shape) for t in seen.made if t.device.type != "meta" and t.numel() > 1]
+        assert not host, (dtype, host)
+        assert op.a.device.type == "meta" and op.b.device.type == "meta"
+        assert op.a.shape == (256, 192) and op.b.shape == (192, 128)
+
+
+def test_operands_come_from_a_seeded_generator_of_their_device():
+    dev = resolve("test")
+    for dtype in ("fp32", "bf16", "fp8"):
+        one, two = gemm_mod._make_op(dtype, 64, 32, 48, dev), gemm_mod._make_op(dtype, 64, 32, 48, dev)
+        assert one.generator.device == one.a.device == dev.torch_device
+        assert one.generator.initial_seed() == gemm_mod.SEED
+        for x, y in ((one.a, two.a), (one.b, two.b)):
+            assert torch.equal(x.view(torch.uint8), y.view(torch.uint8)) if dtype == "fp8" else torch.equal(x, y)
+
+
+# ---- the float64 check on a sampled block ------------------------------------------------------------------
+
+def test_the_check_takes_sampled_rows_and_columns_only_and_catches_one_wrong_element():
+    m = n = k = 256
+    op = gemm_mod._make_op("fp32", m, n, k, resolve("cpu"))
+    with _Seen() as seen:
+        assert op.check() is None
+    biggest = max(t.numel() for t in seen.made if t.dtype == torch.float64)
+    assert biggest <= gemm_mod.SAMPLE * k < k * n  # never all of B (or all of A) in float64
+    rows, cols = gemm_mod.sample_indices(m, n)
+    assert len(rows) == len(cols) == gemm_mod.SAMPLE
+    good = op.fn
+
+    def one_off():  # one element of the sampled block 1% of its scale off
+        o = good().clone()
+        i, j = rows[5], cols[7]
+        o[i, j] += 0.01 * float(op.a[i].abs() @ op.b[:, j].abs())
+        return o
+
+    op.fn = one_off
+    assert "exceeds tolerance" in op.check()
+
+
+def test_the_check_of_fp8_on_the_test_accelerator_catches_a_wrong_column():
+    op = gemm_mod._make_op("fp8", 128, 96, 256, resolve("test"))
+    assert op.check() is None
+    cols = gemm_mod.sample_indices(128, 96)[1]
+    good = op.fn
+
+    def column_doubled():
+        o = good().clone()
+        o[:, cols[3]] *= 2
+        return o
+
+    op.fn = column_doubled
+    assert "exceeds tolerance" in op.check()
+
+
+def test_the_reference_is_computed_on_the_device_unless_it_lacks_float64():
+    assert gemm_mod._reference_device(resolve("test")) == resolve("test").torch_device
+    assert gemm_mod._reference_device(Device(_MetaBackend())) == torch.device("cpu")
