@@ -104,6 +104,96 @@ def triton_missing() -> str:
     return "" if has_triton() else "torch reports no device Triton compiles for (torch.utils._triton.has_triton)"
 
 
+def fp32_switches() -> list[tuple[str, object, object]]:
+    """torch's process-wide switches of fp32 math as (name, read, write): the legacy ones first (writing one moves
+    the per-operator ones of torch 2.9+ with it), then those per-operator ones, so that restoring them in this
+    order gives back exactly the state read."""
+    import torch
+
+    b = torch.backends
+    out = [("cuda.matmul.allow_tf32", lambda: b.cuda.matmul.allow_tf32,
+            lambda v: setattr(b.cuda.matmul, "allow_tf32", v)),
+           ("float32_matmul_precision", torch.get_float32_matmul_precision, torch.set_float32_matmul_precision),
+           ("cudnn.allow_tf32", lambda: b.cudnn.allow_tf32, lambda v: setattr(b.cudnn, "allow_tf32", v))]
+    for name in FINE_SWITCHES:
+        obj = _fine_switch(name)
+        if obj is not None:
+            out.append((f"{name}.fp32_precision" if name else "fp32_precision", lambda o=obj: o.fp32_precision,
+                        lambda v, o=obj: setattr(o, "fp32_precision", v)))
+    return out
+
+
+# torch 2.9+'s per-backend, per-operator fp32 precision ("ieee", "tf32", "bf16", or "none": the parent's), by the
+# torch.backends path that holds it: generic, then cuDNN (its "all") and its operators, cuBLAS, oneDNN
+FINE_SWITCHES = ("", "cudnn", "cudnn.conv", "cudnn.rnn", "cuda.matmul", "mkldnn", "mkldnn.matmul", "mkldnn.conv",
+                 "mkldnn.rnn")
+# what a math mode sets, operator by operator: cuBLAS (hipBLASLt on ROCm), cuDNN and oneDNN (an Intel GPU's TF32; a
+# CPU without TF32 units computes fp32 either way)
+TF32_OPERATORS = ("cuda.matmul", "cudnn.conv", "cudnn.rnn", "mkldnn.matmul", "mkldnn.conv", "mkldnn.rnn")
+
+
+def _fine_switch(path: str):
+    """The torch.backends object holding `path`'s fp32_precision; None on a torch without that switch."""
+    import torch
+
+    obj = torch.backends
+    try:
+        for part in [p for p in path.split(".") if p]:
+            obj = getattr(obj, part)
+        obj.fp32_precision  # noqa: B018 - raises on a torch that predates the per-operator switches
+    except (AttributeError, RuntimeError):
+        return None
+    return obj
+
+
+@contextlib.contextmanager
+def fp32_math(on: bool):
+    """fp32 matmuls, convolutions and RNNs as TF32 (on=True) or in full fp32: float32 matmul precision "high" or
+    "highest", torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32 (True by default: fp32
+    convolutions on NVIDIA would silently run as TF32), and on torch 2.9+ the cuBLAS and cuDNN operators' own
+    fp32_precision ("tf32" or "ieee", so that no parent's setting leaks in). Every switch is restored on exit."""
+    import torch
+
+    saved = []
+    for name, read, write in fp32_switches():
+        try:
+            saved.append((name, read(), write))
+        except RuntimeError:  # a mix of torch's legacy and per-operator settings it refuses to read as one
+            pass
+    try:
+        torch.set_float32_matmul_precision("high" if on else "highest")
+        torch.backends.cuda.matmul.allow_tf32 = on
+        torch.backends.cudnn.allow_tf32 = on
+        for path in TF32_OPERATORS:
+            obj = _fine_switch(path)
+            if obj is not None:
+                try:
+                    obj.fp32_precision = "tf32" if on else "ieee"
+                except RuntimeError:  # a torch whose per-operator names differ: the legacy switches hold
+                    pass
+        yield
+    finally:
+        for _, value, write in saved:
+            try:
+                write(value)
+            except RuntimeError:
+                pass
+
+
+def tf32_switch(path: str = "cuda.matmul") -> bool:
+    """Whether torch's switches let fp32 `path` (cuda.matmul, cudnn.conv) run as TF32 right now: the per-operator
+    setting resolved through its parents on torch 2.9+, the legacy flag before."""
+    import torch
+
+    if _fine_switch(path) is not None:
+        for parent in (path, "cudnn", ""):  # the operator, then torch's "cuda" backend (cudnn's all), then generic
+            p = _fine_switch(parent).fp32_precision
+            if p != "none":
+                return p == "tf32"
+        return False
+    return bool(torch.backends.cudnn.allow_tf32 if path.startswith("cudnn") else torch.backends.cuda.matmul.allow_tf32)
+
+
 @dataclass(frozen=True)
 class FrameworkNames:
     """How other deep-learning frameworks name this kind of device (for the framework support matrix).
@@ -249,23 +339,20 @@ class Backend:
         return torch.float8_e4m3fn
 
     def tf32(self, on: bool):
-        """A context in which fp32 matmuls may (on=True) or may not run as TF32."""
-        import torch
-
-        @contextlib.contextmanager
-        def ctx():
-            prev = torch.get_float32_matmul_precision()
-            torch.set_float32_matmul_precision("high" if on else "highest")
-            try:
-                yield
-            finally:
-                torch.set_float32_matmul_precision(prev)
-
-        return ctx()
+        """A context in which fp32 matmuls, convolutions and attention may (on=True) or may not run as TF32: every
+        one of torch's process-wide fp32 switches set alike (fp32_switches), each restored on exit, an exception
+        too. A switch acts only where its library runs (cuDNN's on cuDNN, cuBLAS's on cuBLAS); setting it elsewhere
+        is harmless, and it keeps one definition of the math mode for every stack."""
+        return fp32_math(on)
 
     def tf32_enabled(self) -> bool:
         """Whether fp32 matmuls may run as TF32 right now (MFU is then taken against the TF32 peak)."""
         return False
+
+    def tf32_unsupported(self, index: int, op: str) -> str:
+        """'' when fp32 `op` (matmul, conv, attention) can be switched to TF32 and back here (a tf32 row of it
+        measures TF32), else why not."""
+        return self.dtype_unsupported(index, "tf32")
 
     def semi_structured_unsupported(self, index: int) -> str:
         """'' when 2:4 semi-structured sparse matmuls may run here, else why not."""
@@ -450,6 +537,10 @@ class Device:
     def tf32_enabled(self) -> bool:
         """Whether fp32 matmuls may run as TF32 right now (MFU is then taken against the TF32 peak)."""
         return self.backend.tf32_enabled()
+
+    def tf32_unsupported(self, op: str) -> str:
+        """'' when a tf32 row of fp32 `op` (matmul, conv, attention) measures TF32 here, else why not."""
+        return self.backend.tf32_unsupported(self.index, op)
 
     def semi_structured_unsupported(self) -> str:
         return self.backend.semi_structured_unsupported(self.index)

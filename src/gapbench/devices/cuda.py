@@ -136,31 +136,11 @@ class TorchGpu(Backend):
 
         return torch.empty(n, dtype=dtype, pin_memory=pinned)
 
-    def tf32(self, on: bool):
-        import contextlib
-
-        import torch
-
-        @contextlib.contextmanager
-        def ctx():
-            prev, prev_flag = torch.get_float32_matmul_precision(), torch.backends.cuda.matmul.allow_tf32
-            prev_conv = torch.backends.cudnn.allow_tf32  # True by default: fp32 convolutions would run as TF32
-            torch.set_float32_matmul_precision("high" if on else "highest")
-            torch.backends.cuda.matmul.allow_tf32 = on
-            torch.backends.cudnn.allow_tf32 = on
-            try:
-                yield
-            finally:
-                torch.set_float32_matmul_precision(prev)
-                torch.backends.cuda.matmul.allow_tf32 = prev_flag
-                torch.backends.cudnn.allow_tf32 = prev_conv
-
-        return ctx()
-
+    # the math mode is the base's (every torch switch of fp32 math, restored on exit): cuBLAS and cuDNN read them
     def tf32_enabled(self) -> bool:
-        import torch
+        from gapbench.devices.base import tf32_switch
 
-        return bool(torch.backends.cuda.matmul.allow_tf32)
+        return tf32_switch("cuda.matmul")
 
     # ---- libraries ---------------------------------------------------------------------------------
     # torch's preferred-BLAS setting as it reports it (torch._C._BlasBackend) -> the library on this stack
@@ -286,6 +266,14 @@ class Cuda(TorchGpu):
 
     def has_native_bf16(self, index: int) -> bool:
         return self._capability(index)[0] >= 8
+
+    def tf32_unsupported(self, index: int, op: str) -> str:
+        why = self.dtype_unsupported(index, "tf32")
+        if why or op != "attention":
+            return why  # cuBLAS matmuls and cuDNN convolutions follow the switch
+        return ("no fused attention kernel reads torch's TF32 switch: flash and cuDNN attention take fp16/bf16 only, "
+                "and the memory-efficient kernel computes fp32 as 3×TF32 (fp32 accuracy) whatever the switch; only "
+                "the unfused math path's matmuls would follow it, and SDPA does not pick that path for fp32 here")
 
     def semi_structured_unsupported(self, index: int) -> str:
         major, minor = self._capability(index)

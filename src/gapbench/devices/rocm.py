@@ -5,13 +5,34 @@ Cache of MI300-class parts, amdsmi for energy, RCCL for collectives, `rocm-smi -
 
 from __future__ import annotations
 
-from gapbench.devices.base import EnergyCounter, FrameworkNames
+import contextlib
+import os
+import re
+
+from gapbench.devices.base import EnergyCounter, FrameworkNames, fp32_math, tf32_switch
 from gapbench.devices.cuda import TorchGpu
 from gapbench.devices.tools import run_tool
 
 # MI300X/MI325X (gfx942) and MI355X (gfx950): a 256 MiB Infinity Cache beyond L2
 INFINITY_CACHE_ARCHS = ("gfx942", "gfx950")
 FNUZ_FP8_ARCHS = ("gfx942",)  # their fp8 units use the e4m3fnuz encoding (OCP e4m3fn from gfx950 on)
+TF32_ARCHS = ("gfx94", "gfx95")  # xf32 (TF32) matrix instructions: MI300-class and later; not MI200 (gfx90a), not RDNA
+# torch 2.7 brought TF32 through hipBLASLt, and asks this variable at each matmul besides its own switch (builds
+# from before pytorch#147186 read it once, at the first matmul); later torch reads its switch alone
+HIPBLASLT_TF32 = "HIPBLASLT_ALLOW_TF32"
+MIOPEN_NO_TF32 = ("torch's MIOpen convolutions have no TF32 switch: torch 2.4–2.11 pass neither "
+                  "torch.backends.cudnn.allow_tf32 nor cudnn.conv.fp32_precision to MIOpen, so fp32 convolutions run "
+                  "in fp32 whatever the setting and a tf32 row would measure fp32; it cannot be switched from inside "
+                  "the process")
+ATTENTION_NO_TF32 = ("torch's fused attention kernels on ROCm (AOTriton, CK) are built ahead of time and read no TF32 "
+                     "switch; only the unfused math path's matmuls would follow it")
+
+
+def torch_version() -> tuple[int, int]:
+    import torch
+
+    m = re.match(r"(\d+)\.(\d+)", torch.__version__)
+    return (int(m.group(1)), int(m.group(2))) if m else (0, 0)
 
 
 class AmdsmiCounter(EnergyCounter):
@@ -75,6 +96,45 @@ class Rocm(TorchGpu):
         if self.arch(index).startswith(INFINITY_CACHE_ARCHS):
             return max(l2, 256 * 2**20)
         return l2 or 256 * 2**20
+
+    def dtype_unsupported(self, index: int, dtype: str) -> str:
+        if dtype != "tf32":
+            return ""
+        import torch
+
+        if torch_version() < (2, 7):
+            return (f"torch {torch.__version__} computes fp32 matmuls on ROCm in fp32 whatever the TF32 switch "
+                    "(TF32 through hipBLASLt came with torch 2.7)")
+        arch = self.arch(index)
+        if not arch.startswith(TF32_ARCHS):
+            return f"TF32 (xf32) matrix instructions are on gfx94x and later (MI300-class); this is {arch or 'unknown'}"
+        return ""
+
+    def tf32_unsupported(self, index: int, op: str) -> str:
+        why = self.dtype_unsupported(index, "tf32")
+        if why:
+            return why
+        return {"conv": MIOPEN_NO_TF32, "attention": ATTENTION_NO_TF32}.get(op, "")
+
+    @contextlib.contextmanager
+    def tf32(self, on: bool):
+        """The base's switches, and HIPBLASLT_ALLOW_TF32 ("1" for TF32, "0" for fp32) for as long, restored after:
+        torch 2.7+ asks it at each fp32 matmul before it lets hipBLASLt compute in xf32."""
+        prev = os.environ.get(HIPBLASLT_TF32)
+        os.environ[HIPBLASLT_TF32] = "1" if on else "0"
+        try:
+            with fp32_math(on):
+                yield
+        finally:
+            if prev is None:
+                os.environ.pop(HIPBLASLT_TF32, None)
+            else:
+                os.environ[HIPBLASLT_TF32] = prev
+
+    def tf32_enabled(self) -> bool:
+        # a torch that no longer asks the variable follows its switch alone: this may then answer False for TF32
+        return (tf32_switch("cuda.matmul") and os.environ.get(HIPBLASLT_TF32, "").strip().lower() in
+                ("1", "on", "yes", "true", "y") and not self.dtype_unsupported(0, "tf32"))
 
     def fp8_e4m3(self, index: int):
         import torch
