@@ -130,8 +130,8 @@ def measure(w, variant, ctx, preset, opts) -> dict:
                              metrics={"estimated_time_per_iter_s": floor, "estimate_basis": "dense peak and memory "
                                       "bandwidth", "estimated_value": batch * n_out / floor})
     attn_impl, backends = attention_choice(prm)
-    try:
-        with sdpa_context(backends):
+    try:  # fp32: every matmul outside TF32, from the model's build to its check
+        with sdpa_context(backends), ctx.device.math_mode(compute_dtype(prm["dtype"])):
             return _measure(w, variant, ctx, preset, budget, attn_impl)
     except RuntimeError as e:
         if is_unavailable_kernel(e):

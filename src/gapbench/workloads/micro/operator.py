@@ -32,6 +32,12 @@ class OperatorWorkload(Workload):
     scale: ClassVar[float] = 1e-12  # work per second -> the unit (TFLOP/s)
     shapes: ClassVar[dict[str, dict[str, list]]] = {}  # preset -> {"cpu": [...], "accelerator": [...]}
     default_preset = "quick"
+    tf32_op: ClassVar[str | None] = None  # the operator a tf32 row switches to TF32 (Device.tf32_unsupported's op)
+
+    def device_unsupported(self, dtype: str, ctx: Context) -> str:
+        if dtype == "tf32" and self.tf32_op:  # a tf32 row is one only where this operator's fp32 follows the switch
+            return ctx.device.tf32_unsupported(self.tf32_op)
+        return super().device_unsupported(dtype, ctx)
 
     def shapes_for(self, preset: str, ctx: Context) -> list:
         """The preset's shapes for this kind of device."""
@@ -47,7 +53,9 @@ class OperatorWorkload(Workload):
         return float(variant.flops or 0.0)
 
     def run(self, variant: Variant, ctx: Context) -> Measurement:
-        with ctx.device.math_mode(variant.params["dtype"]):  # fp32 in full precision, even where TF32 is the default
+        # fp32 in full precision (even where TF32 is the stack's default: cuDNN's), tf32 as TF32, from the operator's
+        # first call to its check
+        with ctx.device.math_mode(variant.params["dtype"]):
             op = self.build(variant, ctx)
             try:
                 op.fn()  # a kernel this device lacks fails here, not inside the timing

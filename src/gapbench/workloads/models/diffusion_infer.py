@@ -281,12 +281,13 @@ class DiffusionInfer(ModelWorkload):
             def probe(b: int) -> None:
                 """Each stage once at batch b, cold (the UNet's first call carries any compile)."""
                 pipe.set_batch(b)
-                held["cold"] = _stage_times(pipe, device, time_once, steps=1)
+                with device.math_mode(precision.dtype):
+                    held["cold"] = _stage_times(pipe, device, time_once, steps=1)
 
             if batch == "auto":
                 def try_batch(b: int) -> None:
                     pipe.set_batch(b)
-                    with torch.inference_mode():
+                    with torch.inference_mode(), device.math_mode(precision.dtype):
                         pipe.decode(pipe.denoise(pipe.encode(), 1))
                     device.synchronize()
 
@@ -310,7 +311,8 @@ class DiffusionInfer(ModelWorkload):
             if prm["compile"]:
                 clock = Clock(ctx.budget_s)  # compilation is a one-off, recorded in first_step_s
             if estimate * 5 > clock.left():  # time_fn needs a probe, a warm-up call and three repeats
-                warm_unet = _stage_times(pipe, device, time_once, steps=1)["unet_step_s"]
+                with device.math_mode(precision.dtype):
+                    warm_unet = _stage_times(pipe, device, time_once, steps=1)["unet_step_s"]
                 estimate = cold["text_s"] + steps * warm_unet + cold["vae_s"]
                 if estimate * 5 > clock.left():
                     return self.too_slow(variant, ctx, estimate, batch)
@@ -318,7 +320,8 @@ class DiffusionInfer(ModelWorkload):
             last: dict[str, torch.Tensor] = {}
 
             def generate() -> None:
-                last["image"] = pipe(steps)
+                with device.math_mode(precision.dtype):  # fp32: its matmuls and convolutions outside TF32
+                    last["image"] = pipe(steps)
 
             try:
                 timing = time_fn(generate, device, ctx.budget(clock.left()), agreement=ctx.agreement)
@@ -338,7 +341,8 @@ class DiffusionInfer(ModelWorkload):
             return self.failed(variant, ctx, "wrong_result", f"{bad} of {image.numel()} output pixels are not finite",
                                metrics=metrics)
         if clock.left() > timing.median_s * 1.5:
-            metrics["stages_s"] = _stage_times(pipe, device, time_once, steps=steps)
+            with device.math_mode(precision.dtype):
+                metrics["stages_s"] = _stage_times(pipe, device, time_once, steps=steps)
             metrics["stages_source"] = "warm instrumented call"
         else:
             metrics["stages_s"] = cold

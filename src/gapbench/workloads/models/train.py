@@ -49,6 +49,10 @@ class TrainStep:
         self._loss: torch.Tensor | None = None
 
     def __call__(self) -> None:
+        with self.device.math_mode(self.precision.dtype):  # fp32: forward, backward and optimizer outside TF32
+            self._step()
+
+    def _step(self) -> None:
         with sdpa_context(self.sdpa_backends), self.precision.context(self.device):
             loss = self.model(**self.batch).loss
         if self.scaler is not None:
