@@ -1,5 +1,5 @@
-"""gemm's operands and its check, on the CPU, the test accelerator and a device of meta tensors (shapes without
-values: where the operands are drawn shows without an accelerator)."""
+"""gemm's operands, its check and its presets, on the CPU, the test accelerator and a device of meta tensors
+(shapes without values: where the operands are drawn shows without an accelerator)."""
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -7,6 +7,9 @@ from torch.utils._pytree import tree_flatten
 
 from gapbench.devices import resolve
 from gapbench.devices.base import Backend, Device
+from gapbench.engine.variant import keys_of
+from gapbench.workloads import get
+from gapbench.workloads.base import Context
 from gapbench.workloads.micro import gemm as gemm_mod
 
 
@@ -120,3 +123,40 @@ def test_the_check_of_fp8_on_the_test_accelerator_catches_a_wrong_column():
 def test_the_reference_is_computed_on_the_device_unless_it_lacks_float64():
     assert gemm_mod._reference_device(resolve("test")) == resolve("test").torch_device
     assert gemm_mod._reference_device(Device(_MetaBackend())) == torch.device("cpu")
+
+
+# ---- presets --------------------------------------------------------------------------------------------------
+
+def _ctx(device="cpu", preset="tiny", **opts):
+    return Context(device=resolve(device), preset=preset, budget_s=5, min_time_s=0.01, repeats=3, options=opts)
+
+
+def test_no_preset_measures_a_shape_twice():
+    w = get("gemm")
+    for preset in w.presets:
+        for accel in (False, True):
+            _, variants = gemm_mod.plan(preset, accel, list(gemm_mod.DTYPES))
+            keys = keys_of(w, preset, variants)
+            assert len(keys) == len(set(keys)), (preset, accel)
+    for device in ("cpu", "test"):
+        for preset in w.presets:
+            keys = keys_of(w, preset, w.variants(preset, _ctx(device, preset)))
+            assert len(keys) == len(set(keys)), (device, preset)
+
+
+def test_the_shapes_preset_is_the_standard_one_without_its_sweeps():
+    w = get("gemm")
+    assert "shapes" in w.presets
+    for device in ("cpu", "test"):
+        std = [v.params for v in w.variants("standard", _ctx(device, "standard"))]
+        shapes = [v.params for v in w.variants("shapes", _ctx(device, "shapes"))]
+        assert shapes == [p for p in std if "sweep" not in p]
+        assert shapes and all("m" in p for p in shapes)
+    _, accel = gemm_mod.plan("shapes", True, ["bf16"])
+    assert [(v.params["m"], v.params["n"], v.params["k"]) for v in accel].count((8192, 8192, 8192)) == 1
+
+
+def test_the_sweep_preset_with_two_dtypes_is_exactly_their_sweeps():
+    w = get("gemm")
+    variants = w.variants("sweep", _ctx("test", "sweep", dtype=["bf16", "fp8"]))
+    assert [v.params for v in variants] == [{"dtype": "bf16", "sweep": "max"}, {"dtype": "fp8", "sweep": "max"}]

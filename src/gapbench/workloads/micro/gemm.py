@@ -40,6 +40,42 @@ _SWEEP_ACCEL = tuple((s, s, s) for s in (2048, 3072, 4096, 5120, 6144, 8192, 102
     (8192, 8192, 16384), (16384, 16384, 8192), (32768, 8192, 8192))
 
 
+def _unique(shapes) -> list[tuple[int, int, int]]:
+    """Each shape once, in its first place (8192³ is both a square and an LLM shape)."""
+    return list(dict.fromkeys(shapes))
+
+
+def _standard_shapes(accel: bool) -> list[tuple[int, int, int]]:
+    if not accel:
+        return [(s, s, s) for s in (512, 1024, 2048)]
+    return _unique([(s, s, s) for s in _SQUARE] + list(_LLM))
+
+
+def plan(preset: str, accel: bool, dtypes: list[str]):
+    """(the fixed shapes, the variants) of a preset: every fixed shape per dtype, then the sweeps."""
+    if preset == "tiny":
+        shapes, sweep = [(256, 256, 256)], []
+    elif preset == "quick":
+        shapes = [(4096, 4096, 4096)] if accel else [(1024, 1024, 1024)]
+        sweep = [d for d in ("fp32", "bf16") if d in dtypes]
+    elif preset == "standard":
+        shapes, sweep = _standard_shapes(accel), list(dtypes)
+    elif preset == "shapes":
+        shapes, sweep = _standard_shapes(accel), []
+    elif preset == "fp8":
+        dtypes = ["fp8"]
+        shapes = _standard_shapes(True) if accel else [(1024, 1024, 1024)]
+        sweep = ["fp8"]
+    elif preset == "sweep":
+        shapes, sweep = [], list(dtypes)
+    else:
+        raise ValueError(f"unknown preset {preset!r}")
+    out = [_variant(d, m, n, k) for d in dtypes for (m, n, k) in shapes]
+    out += [Variant({"dtype": d, "sweep": "max"}) for d in sweep]
+    return shapes, out
+
+
+
 class Gemm(Workload):
     name = "gemm"
     category = "micro"
@@ -48,7 +84,10 @@ class Gemm(Workload):
     description = "dense matmul per precision: standard shapes and a sweep for the max achievable rate"
     presets = {
         "quick": "one 1024³ (CPU) / 4096³ (accelerator) matmul per dtype, and an fp32/bf16 sweep",
-        "standard": "square 1024³…8192³ and LLM projection shapes per dtype, plus a sweep per dtype",
+        "standard": "square 1024³…8192³ and LLM projection shapes per dtype (each shape once), plus a sweep per "
+                    "dtype",
+        "shapes": "the standard preset's fixed shapes per dtype, without any sweep (for a run that measures the "
+                  "sweeps as a part of their own, with the sweep preset)",
         "fp8": "fp8 (e4m3) only: standard shapes and the sweep (the article's FP8 GEMM row)",
         "sweep": "only the max-achievable sweep, every dtype",
         "tiny": "one 256³ matmul per dtype (tests)",
@@ -62,28 +101,8 @@ class Gemm(Workload):
         self._shapes: list[tuple[int, int, int]] = []  # the fixed shapes of the preset being run
 
     def variants(self, preset: str, ctx: Context) -> list[Variant]:
-        accel = ctx.device.is_accelerator
-        dtypes = ctx.dtypes(self.dtypes)
-        if preset == "tiny":
-            shapes, sweep = [(256, 256, 256)], []
-        elif preset == "quick":
-            shapes = [(4096, 4096, 4096)] if accel else [(1024, 1024, 1024)]
-            sweep = [d for d in ("fp32", "bf16") if d in dtypes]
-        elif preset == "standard":
-            shapes = list(_SQUARE) if accel else [(s, s, s) for s in (512, 1024, 2048)]
-            shapes = [(s, s, s) if isinstance(s, int) else s for s in shapes] + (list(_LLM) if accel else [])
-            sweep = list(dtypes)
-        elif preset == "fp8":
-            dtypes = ["fp8"]
-            shapes = [(s, s, s) for s in _SQUARE] + list(_LLM) if accel else [(1024, 1024, 1024)]
-            sweep = ["fp8"]
-        elif preset == "sweep":
-            shapes, sweep = [], list(dtypes)
-        else:
-            raise ValueError(f"unknown preset {preset!r}")
+        shapes, out = plan(preset, ctx.device.is_accelerator, ctx.dtypes(self.dtypes))
         self._shapes = list(shapes)
-        out = [_variant(d, m, n, k) for d in dtypes for (m, n, k) in shapes]
-        out += [Variant({"dtype": d, "sweep": "max"}) for d in sweep]
         return out
 
     def device_unsupported(self, dtype: str, ctx: Context) -> str:
