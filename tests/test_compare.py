@@ -369,3 +369,16 @@ def test_above_peak_is_flagged_not_hidden():
     from gapbench.report.tables import gap_table
 
     assert gap_table(comp).rows[0][4] == "117.2%!"
+
+
+def test_many_files_of_one_platform_merge_without_outgrowing_a_run_id():
+    # a device check writes one results file per part (ten or so), compared as one platform; their run ids
+    # joined would outgrow the 100 characters a run id may have
+    parts = [result_set([gemm(1.0 + i, dtype=d)], label="dev") for i, d in enumerate(("fp32", "bf16", "fp16"))]
+    parts += [result_set([membw(10.0 + i, kernel=k)], label="dev") for i, k in enumerate(("copy", "triad"))]
+    parts += [result_set([gemm(2.0, dtype="tf32")], label="dev") for _ in range(5)]
+    comp = compare([parts], history=False)
+    assert len(comp.platforms) == 1
+    merged = comp.platforms[0].result_set
+    assert len(merged.run_id) <= 100 and merged.run_ids == [p.run_id for p in parts]
+    assert {(r.workload, r.variant.get("dtype")) for r in comp.rows} == {("gemm", d) for d in ("fp32", "bf16", "fp16", "tf32")} | {("membw", "fp32")}

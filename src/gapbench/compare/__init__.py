@@ -117,7 +117,7 @@ def merge_result_sets(group: list[ResultSet]) -> ResultSet:
                             f"{', '.join(str(rs.path or rs.run_id) for rs in group)}")
     versions = {rs.schema_version for rs in group}
     merged = ResultSet(host=first.host, device=first.device, suite=first.suite, label=first.label or first.name,
-                       run_id="+".join(rs.run_id for rs in group), started_at=first.started_at,
+                       run_id=_merged_id([rs.run_id for rs in group]), started_at=first.started_at,
                        complete=all(rs.complete for rs in group), gapbench_version=first.gapbench_version,
                        schema_version=versions.pop() if len(versions) == 1 else first.schema_version,
                        coverage=next((rs.coverage for rs in group if rs.coverage), None),
@@ -127,6 +127,17 @@ def merge_result_sets(group: list[ResultSet]) -> ResultSet:
     merged.path = first.path
     merged.merged_from = [rs.run_id for rs in group]
     return merged
+
+
+def _merged_id(run_ids: list[str]) -> str:
+    """The run id of files merged as one platform: theirs joined by '+', or where that outgrows a run id (more than
+    a few files), their count and a digest of them (merged_from keeps every one)."""
+    joined = "+".join(run_ids)
+    if len(joined) <= 100:
+        return joined
+    import hashlib
+
+    return f"{len(run_ids)}-runs-{hashlib.sha256(joined.encode()).hexdigest()[:16]}"
 
 
 def _unique_names(names: list[str], sets: list[ResultSet]) -> list[str]:
