@@ -1,5 +1,5 @@
-"""gemm's operands, its check and its presets, on the CPU, the test accelerator and a device of meta tensors
-(shapes without values: where the operands are drawn shows without an accelerator)."""
+"""gemm's operands, its check, its fp8 accumulation modes and its presets, on the CPU, the test accelerator and
+a device of meta tensors (shapes without values: where the operands are drawn shows without an accelerator)."""
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -7,7 +7,7 @@ from torch.utils._pytree import tree_flatten
 
 from gapbench.devices import resolve
 from gapbench.devices.base import Backend, Device
-from gapbench.engine.variant import keys_of
+from gapbench.engine.variant import keys_of, run_variant
 from gapbench.workloads import get
 from gapbench.workloads.base import Context
 from gapbench.workloads.micro import gemm as gemm_mod
@@ -28,6 +28,15 @@ class _Seen(TorchDispatchMode):
         return out
 
 
+def _argument(call, name: str):
+    """The value an ATen call had for its argument `name` (as given, or the schema's default it left out)."""
+    func, args, kwargs = call
+    for i, arg in enumerate(func._schema.arguments):
+        if arg.name == name:
+            return kwargs[name] if name in kwargs else args[i] if i < len(args) else arg.default_value
+    raise KeyError(name)
+
+
 class _MetaBackend(Backend):
     """torch's meta device: tensors with shapes, strides and devices but no values."""
 
@@ -36,6 +45,10 @@ class _MetaBackend(Backend):
 
     def dtype_unsupported(self, index, dtype):
         return "meta tensors hold no float64 values" if dtype == "fp64" else ""
+
+
+def _ctx(device="cpu", preset="tiny", **opts):
+    return Context(device=resolve(device), preset=preset, budget_s=5, min_time_s=0.01, repeats=3, options=opts)
 
 
 # ---- int8: B column-major -------------------------------------------------------------------------------------
@@ -55,6 +68,49 @@ def test_int8_b_is_column_major_and_its_product_is_exact_on_the_cpu():
 
     op.fn = off_by_one
     assert "exceeds tolerance 0" in op.check()
+
+
+# ---- fp8: the accumulation each row measured --------------------------------------------------------------
+
+def test_fp8_rows_name_their_accumulation_and_the_test_accelerator_has_one():
+    """The test accelerator's _scaled_mm (torch's CPU one) accepts use_fast_accum and ignores it: one row per
+    shape, "fp32", that says why there is no "fast" one; never two rows of one path."""
+    w = get("gemm")
+    ctx = _ctx("test", dtype=["fp8"])
+    variants = w.variants("tiny", ctx)
+    assert [v.params for v in variants] == [{"dtype": "fp8", "accum": "fp32", "m": 256, "n": 256, "k": 256}]
+    m = run_variant(w, variants[0], ctx)
+    assert m.status == "ok", m.reason
+    assert m.metrics["use_fast_accum"] is False
+    assert "bit-identical" in m.metrics["fast_accum"] and "one accumulation" in m.metrics["fast_accum"]
+    assert gemm_mod.fp8_accumulations(ctx.device)[0] == ("fp32",)
+
+
+def test_each_accumulation_passes_its_flag_to_scaled_mm():
+    dev = resolve("test")
+    for accum, flag in (("fp32", False), ("fast", True)):
+        op = gemm_mod._make_op("fp8", 64, 32, 128, dev, accum=accum)
+        assert op.b.stride() == (1, 128)  # column-major, as _scaled_mm requires
+        with _Seen() as seen:
+            op()
+        (call,) = [c for c in seen.calls if c[0].overloadpacket.__name__ == "_scaled_mm"]
+        assert _argument(call, "use_fast_accum") is flag
+        assert op.tol == (gemm_mod.FAST_ACCUM_TOLERANCE if flag else gemm_mod.TOLERANCE["fp8"])
+        assert op.check() is None
+
+
+def test_where_the_stack_tells_the_accumulations_apart_each_is_a_row_and_a_sweep():
+    accel, accums = True, ("fp32", "fast")
+    _, std = gemm_mod.plan("standard", accel, ["fp8"], accums)
+    fixed = [v.params for v in std if "m" in v.params]
+    assert {p["accum"] for p in fixed} == {"fp32", "fast"}
+    assert len(fixed) == 2 * len({(p["m"], p["n"], p["k"]) for p in fixed})
+    assert [v.params for v in std if "sweep" in v.params] == [
+        {"dtype": "fp8", "sweep": "max", "accum": "fp32"}, {"dtype": "fp8", "sweep": "max", "accum": "fast"}]
+    _, sweeps = gemm_mod.plan("sweep", accel, ["bf16", "fp8"], accums)
+    assert [v.params for v in sweeps] == [{"dtype": "bf16", "sweep": "max"},
+                                          {"dtype": "fp8", "sweep": "max", "accum": "fp32"},
+                                          {"dtype": "fp8", "sweep": "max", "accum": "fast"}]
 
 
 # ---- operands drawn on the device, reproducibly -------------------------------------------------------------
@@ -127,17 +183,14 @@ def test_the_reference_is_computed_on_the_device_unless_it_lacks_float64():
 
 # ---- presets --------------------------------------------------------------------------------------------------
 
-def _ctx(device="cpu", preset="tiny", **opts):
-    return Context(device=resolve(device), preset=preset, budget_s=5, min_time_s=0.01, repeats=3, options=opts)
-
-
 def test_no_preset_measures_a_shape_twice():
     w = get("gemm")
     for preset in w.presets:
         for accel in (False, True):
-            _, variants = gemm_mod.plan(preset, accel, list(gemm_mod.DTYPES))
-            keys = keys_of(w, preset, variants)
-            assert len(keys) == len(set(keys)), (preset, accel)
+            for accums in (("fp32",), ("fp32", "fast")):
+                _, variants = gemm_mod.plan(preset, accel, list(gemm_mod.DTYPES), accums)
+                keys = keys_of(w, preset, variants)
+                assert len(keys) == len(set(keys)), (preset, accel, accums)
     for device in ("cpu", "test"):
         for preset in w.presets:
             keys = keys_of(w, preset, w.variants(preset, _ctx(device, preset)))
@@ -159,4 +212,5 @@ def test_the_shapes_preset_is_the_standard_one_without_its_sweeps():
 def test_the_sweep_preset_with_two_dtypes_is_exactly_their_sweeps():
     w = get("gemm")
     variants = w.variants("sweep", _ctx("test", "sweep", dtype=["bf16", "fp8"]))
-    assert [v.params for v in variants] == [{"dtype": "bf16", "sweep": "max"}, {"dtype": "fp8", "sweep": "max"}]
+    assert [v.params for v in variants] == [{"dtype": "bf16", "sweep": "max"},
+                                            {"dtype": "fp8", "sweep": "max", "accum": "fp32"}]

@@ -8,9 +8,23 @@ reference computed from the same (rounded) inputs, on the device where it comput
 Operand layouts: A is row-major everywhere. For fp8 and int8, B is column-major (made as an (n, k) contiguous
 tensor and passed transposed): the layout the int8 and fp8 tensor-core kernels of cuBLASLt and hipBLASLt take
 ("TN", row × column); `torch._scaled_mm` requires it, and `torch._int_mm` runs several times slower without it.
+
+fp8 accumulation: every fp8 row names the accumulation it measured in its variant's `accum`:
+- `"fp32"`: `torch._scaled_mm(..., use_fast_accum=False)`, the products accumulated in fp32 (on Hopper,
+  cuBLASLt promotes the tensor cores' partial sums to fp32 registers as it goes);
+- `"fast"`: `use_fast_accum=True`, the tensor cores' own accumulator throughout, without that promotion:
+  faster where the stack has it, and less exact.
+Both are measured where the stack tells them apart. Which it does is asked of the stack itself, once per
+device: a probe product with each flag (`FAST_ACCUM_PROBE`). Where `use_fast_accum=True` is refused, or gives
+output bit-identical to `use_fast_accum=False` (an accepted flag without effect: ATen passes it to cuBLASLt
+only, not to hipBLASLt, XPU's oneDNN or the CPU), only `"fp32"` rows are made and each says so in
+`metrics.fast_accum`, never two rows of the same path. Every fp8 row records the flag it passed in
+`metrics.use_fast_accum`. The sweep variant carries `accum` too (one sweep per accumulation measured).
 """
 
 from __future__ import annotations
+
+import warnings
 
 import torch
 
@@ -24,6 +38,17 @@ DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 
 # relative tolerance against sum_k |a_ik·b_kj| (the magnitude the rounding errors scale with)
 TOLERANCE = {"fp32": 1e-5, "tf32": 4e-3, "bf16": 1.6e-2, "fp16": 2e-3, "fp8": 1.6e-2, "int8": 0.0}
+# fp8 with use_fast_accum=True: the same 1.6e-2. A model of Hopper's fp8 tensor-core accumulator (each group of
+# 32 products and the running sum aligned to the largest exponent and truncated to 13 fraction bits, the published
+# model of its reduced-precision accumulation), simulated on N(0,1)/4 e4m3 inputs, gives a largest error of
+# 1.7e-4 at K=4096 and 3.9e-4 at K=28672 (the largest K measured) against sum_k |a_ik·b_kj|; 2.5e-3 with 10
+# fraction bits, 7e-3 with 8. 1.6e-2 leaves a 40x margin over the model, while a transposed or wrongly scaled
+# operand still misses it by far at the sampled block's largest element.
+FAST_ACCUM_TOLERANCE = 1.6e-2
+
+# fp8 accumulation modes: the variant's `accum` → torch._scaled_mm's use_fast_accum
+ACCUMULATIONS = {"fp32": False, "fast": True}
+FAST_ACCUM_PROBE = (128, 128, 4096)  # m, n, k of the probe: a long k, where the two accumulations part
 SEED = 1234  # of the operands (per device: each device's generator draws its own stream)
 SAMPLE = 64  # rows and columns of the output checked
 
@@ -51,8 +76,9 @@ def _standard_shapes(accel: bool) -> list[tuple[int, int, int]]:
     return _unique([(s, s, s) for s in _SQUARE] + list(_LLM))
 
 
-def plan(preset: str, accel: bool, dtypes: list[str]):
-    """(the fixed shapes, the variants) of a preset: every fixed shape per dtype, then the sweeps."""
+def plan(preset: str, accel: bool, dtypes: list[str], accums: tuple[str, ...] = ("fp32",)):
+    """(the fixed shapes, the variants) of a preset: every fixed shape per dtype (fp8 once per accumulation mode
+    in `accums`), then the sweeps (fp8's also once per accumulation mode)."""
     if preset == "tiny":
         shapes, sweep = [(256, 256, 256)], []
     elif preset == "quick":
@@ -70,10 +96,14 @@ def plan(preset: str, accel: bool, dtypes: list[str]):
         shapes, sweep = [], list(dtypes)
     else:
         raise ValueError(f"unknown preset {preset!r}")
-    out = [_variant(d, m, n, k) for d in dtypes for (m, n, k) in shapes]
-    out += [Variant({"dtype": d, "sweep": "max"}) for d in sweep]
+    out = [_variant(d, m, n, k, a) for d in dtypes for a in _accums_of(d, accums) for (m, n, k) in shapes]
+    out += [Variant({"dtype": d, "sweep": "max"} | ({"accum": a} if a else {}))
+            for d in sweep for a in _accums_of(d, accums)]
     return shapes, out
 
+
+def _accums_of(dtype: str, accums: tuple[str, ...]) -> tuple[str | None, ...]:
+    return tuple(accums) if dtype == "fp8" else (None,)
 
 
 class Gemm(Workload):
@@ -97,11 +127,13 @@ class Gemm(Workload):
     dtypes = DTYPES
 
     def __init__(self):
-        self._fixed: dict[str, list[Measurement]] = {}  # ok fixed-shape rows of this run, by dtype
+        self._fixed: dict[tuple, list[Measurement]] = {}  # ok fixed-shape rows of this run, by (dtype, accum)
         self._shapes: list[tuple[int, int, int]] = []  # the fixed shapes of the preset being run
 
     def variants(self, preset: str, ctx: Context) -> list[Variant]:
-        shapes, out = plan(preset, ctx.device.is_accelerator, ctx.dtypes(self.dtypes))
+        dtypes = ctx.dtypes(self.dtypes)
+        accums = fp8_accumulations(ctx.device)[0] if "fp8" in dtypes or preset == "fp8" else ("fp32",)
+        shapes, out = plan(preset, ctx.device.is_accelerator, dtypes, accums)
         self._shapes = list(shapes)
         return out
 
@@ -113,8 +145,9 @@ class Gemm(Workload):
         if variant.params.get("sweep"):
             return self._sweep(variant, ctx)
         m, n, k = variant.params["m"], variant.params["n"], variant.params["k"]
+        accum = variant.params.get("accum")
         with ctx.device.math_mode(dtype):
-            op = _make_op(dtype, m, n, k, ctx.device)
+            op = _make_op(dtype, m, n, k, ctx.device, accum=accum)
             try:  # timing first: its probe iteration guards the budget before anything slow runs
                 timing = time_fn(op, ctx.device, ctx.budget(), agreement=ctx.agreement,
                                  flush_cache=self.opts(ctx).flush_cache)
@@ -123,19 +156,20 @@ class Gemm(Workload):
             err = op.check()
             if err is not None:
                 return self.failed(variant, ctx, "wrong_result", err)
-        m_ = self.throughput(variant, ctx, timing, variant.flops, 1e-12)
-        self._fixed.setdefault(dtype, []).append(m_)
+        m_ = self.throughput(variant, ctx, timing, variant.flops, 1e-12, metrics=_accum_metrics(accum, ctx))
+        self._fixed.setdefault((dtype, accum), []).append(m_)
         return m_
 
     def _sweep(self, variant: Variant, ctx: Context) -> Measurement:
         """The max achievable rate: every candidate shape (the sweep's and the preset's fixed shapes) timed
         briefly, the best few timed again with full repeats, and the best of those — never below a fixed-shape
-        row of the same dtype measured in this run (the higher of the two is reported, and which shape won)."""
-        dtype = variant.params["dtype"]
+        row of the same dtype (and fp8 accumulation) measured in this run (the higher of the two is reported,
+        and which shape won)."""
+        dtype, accum = variant.params["dtype"], variant.params.get("accum")
         shapes = sorted(set(_SWEEP_ACCEL if ctx.device.is_accelerator else _SWEEP_CPU) | set(self._shapes),
                         key=lambda s: s[0] * s[1] * s[2])
         with ctx.device.math_mode(dtype):
-            tried = self._probe_shapes(dtype, shapes, ctx)
+            tried = self._probe_shapes(dtype, shapes, ctx, accum)
             if not tried:
                 return self.failed(variant, ctx, "too_slow", "even the smallest sweep shape does not fit its "
                                    f"{ctx.budget_s * SWEEP_PROBE_SHARE / len(shapes):.2g} s share of the "
@@ -143,7 +177,7 @@ class Gemm(Workload):
             finalists = sorted(tried, key=lambda r: -r["tflops"])[:SWEEP_FINALISTS]
             results = []
             for f in finalists:
-                r = self._full(variant, ctx, dtype, f["m"], f["n"], f["k"], SWEEP_FINAL_SHARE / len(finalists))
+                r = self._full(variant, ctx, f["m"], f["n"], f["k"], SWEEP_FINAL_SHARE / len(finalists))
                 if not r.ok and r.status == "wrong_result":
                     return r
                 results.append((f, r))
@@ -153,7 +187,7 @@ class Gemm(Workload):
         f, best = max(measured, key=lambda fr: fr[1].value)
         metrics = {"best_m": f["m"], "best_n": f["n"], "best_k": f["k"], "sweep": tried, "best_from": "sweep",
                    "finalists": [{**ff, "tflops_full": rr.value if rr.ok else None} for ff, rr in results]}
-        fixed = max(self._fixed.get(dtype, []), key=lambda m: m.value, default=None)
+        fixed = max(self._fixed.get((dtype, accum), []), key=lambda m: m.value, default=None)
         if fixed is not None and fixed.value > best.value:
             p = fixed.variant
             metrics.update(best_m=p["m"], best_n=p["n"], best_k=p["k"], best_from="fixed-shape row of this run",
@@ -161,13 +195,13 @@ class Gemm(Workload):
             return fixed.replace(variant=variant.params, metrics=fixed.metrics | metrics)
         return best.replace(variant=variant.params, metrics=best.metrics | metrics)
 
-    def _probe_shapes(self, dtype: str, shapes: list, ctx: Context) -> list[dict]:
+    def _probe_shapes(self, dtype: str, shapes: list, ctx: Context, accum: str | None) -> list[dict]:
         share = SWEEP_PROBE_SHARE / len(shapes)
         tried = []
         for (m, n, k) in shapes:
             if not _fits(dtype, m, n, k, ctx):
                 continue
-            op = _make_op(dtype, m, n, k, ctx.device)
+            op = _make_op(dtype, m, n, k, ctx.device, accum=accum)
             try:
                 t = time_fn(op, ctx.device, ctx.budget().fraction(share, min_time_s=min(
                     ctx.min_time_s, ctx.budget_s * share / 8), repeats=3), agreement=ctx.agreement,
@@ -179,9 +213,10 @@ class Gemm(Workload):
             tried.append({"m": m, "n": n, "k": k, "tflops": 2 * m * n * k / t.median_s * 1e-12})
         return tried
 
-    def _full(self, variant: Variant, ctx: Context, dtype: str, m: int, n: int, k: int, share: float) -> Measurement:
+    def _full(self, variant: Variant, ctx: Context, m: int, n: int, k: int, share: float) -> Measurement:
         """One shape timed with full repeats and checked, as a measurement of the sweep variant."""
-        op = _make_op(dtype, m, n, k, ctx.device)
+        dtype, accum = variant.params["dtype"], variant.params.get("accum")
+        op = _make_op(dtype, m, n, k, ctx.device, accum=accum)
         v = Variant(variant.params, flops=2.0 * m * n * k, bytes=gemm_bytes(dtype, m, n, k))
         try:
             timing = time_fn(op, ctx.device, ctx.budget().fraction(share), agreement=ctx.agreement)
@@ -190,11 +225,25 @@ class Gemm(Workload):
         err = op.check()
         if err is not None:
             return self.failed(v, ctx, "wrong_result", f"shape {m}x{n}x{k}: {err}")
-        return self.throughput(v, ctx, timing, v.flops, 1e-12)
+        return self.throughput(v, ctx, timing, v.flops, 1e-12, metrics=_accum_metrics(accum, ctx))
 
 
-def _variant(dtype: str, m: int, n: int, k: int) -> Variant:
-    return Variant({"dtype": dtype, "m": m, "n": n, "k": k}, flops=2.0 * m * n * k, bytes=gemm_bytes(dtype, m, n, k))
+def _variant(dtype: str, m: int, n: int, k: int, accum: str | None = None) -> Variant:
+    params = {"dtype": dtype, "m": m, "n": n, "k": k}
+    if dtype == "fp8":
+        params["accum"] = accum or "fp32"
+    return Variant(params, flops=2.0 * m * n * k, bytes=gemm_bytes(dtype, m, n, k))
+
+
+def _accum_metrics(accum: str | None, ctx: Context) -> dict:
+    """What an fp8 row says of its accumulation: the flag it passed, and why it is the only one where it is."""
+    if accum is None:
+        return {}
+    out = {"use_fast_accum": ACCUMULATIONS[accum]}
+    note = fp8_accumulations(ctx.device)[1]
+    if note and accum == "fp32":
+        out["fast_accum"] = note
+    return out
 
 
 def gemm_bytes(dtype: str, m: int, n: int, k: int) -> float:
@@ -227,6 +276,40 @@ def unsupported_reason(dtype: str, ctx: Context) -> str:
 
 def _short(e: BaseException) -> str:
     return " ".join(str(e).split())[:200]
+
+
+_ACCUMULATIONS_SEEN: dict[str, tuple[tuple[str, ...], str]] = {}
+
+
+def fp8_accumulations(dev) -> tuple[tuple[str, ...], str]:
+    """The fp8 accumulation modes worth a row each on this device, and ('' or) why only "fp32" is: the answer of
+    a probe product (FAST_ACCUM_PROBE) run once per device and process with use_fast_accum=False and True on
+    the same operands. "fast" is a mode of its own only where the outputs differ."""
+    key = str(dev)
+    if key not in _ACCUMULATIONS_SEEN:
+        _ACCUMULATIONS_SEEN[key] = _probe_fast_accum(dev)
+    return _ACCUMULATIONS_SEEN[key]
+
+
+def _probe_fast_accum(dev) -> tuple[tuple[str, ...], str]:
+    if dev.matmul_unsupported("fp8"):
+        return ("fp32",), ""  # no fp8 rows measure anything here: their own check says why
+    m, n, k = FAST_ACCUM_PROBE
+    try:
+        full = _make_op("fp8", m, n, k, dev, accum="fp32")()
+    except (RuntimeError, NotImplementedError, TypeError):
+        return ("fp32",), ""  # fp8 itself fails here: the rows' check says why
+    try:
+        with warnings.catch_warnings():  # a stack that ignores the flag may warn that it does
+            warnings.simplefilter("ignore")
+            fast = _make_op("fp8", m, n, k, dev, accum="fast")()
+        same = bool(torch.equal(full, fast))
+    except (RuntimeError, NotImplementedError, TypeError) as e:
+        return ("fp32",), f"use_fast_accum=True is refused here ({_short(e)}): one accumulation is measured"
+    if same:
+        return ("fp32",), (f"use_fast_accum=True gave output bit-identical to use_fast_accum=False in a "
+                           f"{m}x{n}x{k} probe: the flag has no effect here, so one accumulation is measured")
+    return ("fp32", "fast"), ""
 
 
 class _Op:
@@ -310,7 +393,7 @@ def _generator(device: torch.device) -> torch.Generator | None:
     return torch.Generator(device=device).manual_seed(SEED)
 
 
-def _make_op(dtype: str, m: int, n: int, k: int, dev) -> _Op:
+def _make_op(dtype: str, m: int, n: int, k: int, dev, accum: str | None = None) -> _Op:
     device = dev.torch_device
     g = _generator(device)
     tol = TOLERANCE[dtype]
@@ -336,6 +419,7 @@ def _make_op(dtype: str, m: int, n: int, k: int, dev) -> _Op:
         return _Op(fn, a, b, tol, ref_device=ref, generator=g)
     if dtype == "fp8":
         f8 = dev.fp8_e4m3()
+        fast = ACCUMULATIONS[accum or "fp32"]
         # N(0,1) inputs scaled by 1/4 stay well inside e4m3's range (max 448; 240 for fnuz)
         a = (torch.randn(m, k, generator=g, device=device, dtype=torch.bfloat16) * 0.25).to(f8)
         bt = (torch.randn(n, k, generator=g, device=device, dtype=torch.bfloat16) * 0.25).to(f8)
@@ -344,8 +428,8 @@ def _make_op(dtype: str, m: int, n: int, k: int, dev) -> _Op:
         sb = torch.tensor(4.0, device=device)
 
         def fn():
-            return torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16)
+            return torch._scaled_mm(a, b, scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16, use_fast_accum=fast)
 
-        return _Op(fn, a, b, tol, scale_a=4.0, scale_b=4.0,
+        return _Op(fn, a, b, FAST_ACCUM_TOLERANCE if fast else tol, scale_a=4.0, scale_b=4.0,
                    ref_device=ref, generator=g)
     raise ValueError(f"unknown dtype {dtype!r}")
