@@ -269,10 +269,7 @@ def run_workload(job: WorkloadJob, launch: Launcher, *, timeout_s: float | None,
     unit, hib = "", True
     for _ in range(MAX_ATTEMPTS):
         if hard_end is not None and time.monotonic() >= hard_end and known:
-            for key in [k for k in known if k not in skip]:
-                on_result(Measurement(workload=job.workload, preset=job.preset or None, variant=known[key],
-                                      unit=unit or "-", higher_is_better=hib, status="too_slow",
-                                      reason=f"not started: {budget_spent(run_budget_s)}"))
+            _not_started(job, [known[k] for k in known if k not in skip], unit, hib, run_budget_s, on_result)
             return identity
         left = None if job.workload_budget_s is None else max(job.workload_budget_s - (time.monotonic() - t0), 1.0)
         a = attempt(job.replace(skip=sorted(skip), workload_budget_s=left), launch, timeout_s, reporter, on_result,
@@ -303,6 +300,14 @@ def run_workload(job: WorkloadJob, launch: Launcher, *, timeout_s: float | None,
         if not [k for k in known if k not in skip]:
             return identity
     return identity
+
+
+def _not_started(job: WorkloadJob, variants: list[dict], unit: str, hib: bool, run_budget_s: float | None,
+                 on_result: Callable[[Measurement], None]) -> None:
+    """A too_slow row for each variant the run's budget left no time for."""
+    for params in variants:
+        on_result(Measurement(workload=job.workload, preset=job.preset or None, variant=params, unit=unit or "-",
+                              higher_is_better=hib, status="too_slow", reason=f"not started: {budget_spent(run_budget_s)}"))
 
 
 def _line(reason: str) -> str:
