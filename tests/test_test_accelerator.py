@@ -103,3 +103,26 @@ def test_collectives_on_two_ranks_of_it(tmp_path):
     assert coll and all(m["status"] == "ok" for m in coll), [m["reason"] for m in coll if m["status"] != "ok"]
     assert data["device"]["distributed"]["world_size"] == 2
     assert {r["device"] for r in data["device"]["distributed"]["ranks"]} == {"test:0", "test:1"}
+
+
+@pytest.mark.slow
+def test_its_own_spec_row_runs_peak_mfu_and_too_slow_checks(tmp_path):
+    """Without a user spec file the package's made-up row for the test accelerator is found: the fp32 % of peak
+    comes from it (4 TFLOP/s), llm-train's MFU is computed, and a 7B-parameter step is too slow at its peak
+    before any model is built; `gapbench specs` does not list it among products."""
+    env = {"GAPBENCH_SPECS": ""}
+    data, out = run(tmp_path, "-w", "gemm:tiny", "-w", "llm-train:tiny", "-w", "llm-train:llama2-7b",
+                    "--dtype", "fp32", "--variant-budget", "6", env=env)
+    from gapbench import specs
+    from gapbench.compare import compare
+
+    assert specs.match(data["device"]).key == "gapbench-test-accelerator"
+    comp = compare([str(out)], history=False)
+    gemm = next(r for r in comp.rows if r.workload == "gemm")
+    assert gemm.cells[0].pct_peak == pytest.approx(gemm.cells[0].value / 4.0 * 100)
+    tiny = next(m for m in rows(data, "llm-train") if m["preset"] == "tiny")
+    assert tiny["status"] == "ok" and tiny["metrics"]["peak_tflops"] == 4.0 and tiny["metrics"]["mfu"] > 0
+    big = next(m for m in rows(data, "llm-train") if m["preset"] == "llama2-7b")
+    assert big["status"] == "too_slow" and "peak" in big["reason"], big["reason"]
+    listed = gapbench("specs", "--json", "--no-cpu")
+    assert listed.returncode == 0 and "gapbench-test-accelerator" not in listed.stdout
