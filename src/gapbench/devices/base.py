@@ -104,6 +104,33 @@ def triton_missing() -> str:
     return "" if has_triton() else "torch reports no device Triton compiles for (torch.utils._triton.has_triton)"
 
 
+def scaled_mm_missing() -> str:
+    """'' when torch._scaled_mm has the form gapbench's fp8 matmuls call (one tensor back: torch 2.5 and later),
+    else why not (torch 2.4's returns (out, amax); torch 2.0 has none). See docs/torch-versions.md."""
+    import torch
+
+    if not hasattr(torch, "_scaled_mm"):
+        return f"torch {torch.__version__} has no torch._scaled_mm"
+    if len(torch.ops.aten._scaled_mm.default._schema.returns) != 1:
+        return (f"torch {torch.__version__}'s torch._scaled_mm returns (out, amax); gapbench's fp8 matmuls take the "
+                "one-tensor form of torch 2.5 and later")
+    return ""
+
+
+def flex_attention_missing() -> str:
+    """'' when this torch has FlexAttention (torch.nn.attention.flex_attention, torch 2.5 and later), else why not."""
+    import importlib.util
+
+    import torch
+
+    try:
+        found = importlib.util.find_spec("torch.nn.attention.flex_attention") is not None
+    except (ImportError, ValueError):
+        found = False
+    return "" if found else (f"torch {torch.__version__} has no torch.nn.attention.flex_attention "
+                             "(FlexAttention came with torch 2.5)")
+
+
 def fp32_switches() -> list[tuple[str, object, object]]:
     """torch's process-wide switches of fp32 math as (name, read, write): the legacy ones first (writing one moves
     the per-operator ones of torch 2.9+ with it), then those per-operator ones, so that restoring them in this
@@ -323,8 +350,8 @@ class Backend:
         """'' when the device has a matmul path for `dtype` (tf32 inputs, fp8 scaled mm, int8 mm), else why not."""
         import torch
 
-        if dtype == "fp8" and not hasattr(torch, "_scaled_mm"):
-            return f"torch {torch.__version__} has no torch._scaled_mm"
+        if dtype == "fp8" and scaled_mm_missing():
+            return scaled_mm_missing()
         if dtype == "int8" and not hasattr(torch, "_int_mm"):
             return f"torch {torch.__version__} has no torch._int_mm"
         return self.dtype_unsupported(index, dtype)

@@ -11,7 +11,7 @@ import os
 import platform
 
 from gapbench.devices import host
-from gapbench.devices.base import Backend, EnergyCounter, FrameworkNames
+from gapbench.devices.base import Backend, EnergyCounter, FrameworkNames, flex_attention_missing
 
 
 def rapl_zones() -> list[str]:
@@ -154,6 +154,16 @@ class Cpu(Backend):
                 "math": "ATen math (matmul, softmax, matmul; unfused)"}
 
     def flex_attention_unsupported(self, index: int) -> str:
+        import importlib.util
+
+        import torch
+
+        missing = flex_attention_missing()
+        if missing:
+            return missing
+        if importlib.util.find_spec("torch._inductor.codegen.cpp_flex_attention_template") is None:
+            return (f"torch {torch.__version__}'s Inductor has no C++ FlexAttention template (FlexAttention on a CPU "
+                    "came with torch 2.6)")
         return ""
 
     def identity(self, index: int) -> dict:

@@ -12,7 +12,14 @@ import os
 import re
 import subprocess
 
-from gapbench.devices.base import Backend, EnergyCounter, FrameworkNames, GemmTuning, triton_missing
+from gapbench.devices.base import (
+    Backend,
+    EnergyCounter,
+    FrameworkNames,
+    GemmTuning,
+    flex_attention_missing,
+    triton_missing,
+)
 from gapbench.devices.tools import run_tool, strip_ansi
 
 
@@ -159,7 +166,11 @@ class TorchGpu(Backend):
 
         if not hasattr(torch.backends.cuda, "preferred_blas_library"):
             return {}
-        return {choice: library for choice, (_, library) in self.blas_settings.items()}
+        # the names this torch's preferred_blas_library takes ("ck" from torch 2.6, "hipblas" from 2.7): a choice
+        # it would refuse is not offered
+        known = getattr(torch.backends.cuda, "_BlasBackends", None)
+        return {choice: library for choice, (setting, library) in self.blas_settings.items()
+                if not isinstance(known, dict) or setting in known}
 
     @contextlib.contextmanager
     def prefer_blas(self, index: int, choice: str):
@@ -209,6 +220,9 @@ class TorchGpu(Backend):
         return {"TRITON": "Inductor's Triton GEMM templates (persistent and tiled mm, autotuned)"}
 
     def flex_attention_unsupported(self, index: int) -> str:
+        missing = flex_attention_missing()
+        if missing:
+            return missing
         why = triton_missing()
         return f"FlexAttention is generated as Triton kernels here: {why}" if why else ""
 

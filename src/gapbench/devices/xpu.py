@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from gapbench.devices.base import Backend, FrameworkNames, triton_missing
+from gapbench.devices.base import Backend, FrameworkNames, flex_attention_missing, scaled_mm_missing, triton_missing
 from gapbench.devices.tools import run_tool
 
 
@@ -52,11 +52,14 @@ class Xpu(Backend):
     def reset_peak_memory(self, index: int) -> None:
         import torch
 
-        torch.xpu.reset_peak_memory_stats(index)
+        if hasattr(torch.xpu, "reset_peak_memory_stats"):  # torch 2.5 and later
+            torch.xpu.reset_peak_memory_stats(index)
 
     def peak_memory(self, index: int) -> int | None:
         import torch
 
+        if not hasattr(torch.xpu, "max_memory_allocated"):  # torch 2.5 and later: before, the allocator counted none
+            return None
         return int(torch.xpu.max_memory_allocated(index))
 
     def empty_cache(self, index: int) -> None:
@@ -72,16 +75,17 @@ class Xpu(Backend):
     def free_memory(self, index: int) -> int:
         import torch
 
+        get = getattr(torch.xpu, "mem_get_info", None)  # torch 2.6 and later
         try:
-            return int(torch.xpu.mem_get_info(index)[0])
+            return int(get(index)[0]) if get else self.total_memory(index)
         except Exception:
             return self.total_memory(index)
 
     def matmul_unsupported(self, index: int, dtype: str) -> str:
         import torch
 
-        if dtype == "fp8" and not hasattr(torch, "_scaled_mm"):
-            return f"torch {torch.__version__} has no torch._scaled_mm"
+        if dtype == "fp8" and scaled_mm_missing():
+            return scaled_mm_missing()
         if dtype == "int8" and not hasattr(torch, "_int_mm"):
             return f"torch {torch.__version__} has no torch._int_mm"
         return ""
@@ -96,12 +100,20 @@ class Xpu(Backend):
         return {"TRITON": "Inductor's Triton GEMM templates (Intel's XPU backend for Triton)"}
 
     def flex_attention_unsupported(self, index: int) -> str:
+        missing = flex_attention_missing()
+        if missing:
+            return missing
         why = triton_missing()
         return f"FlexAttention is generated as Triton kernels here: {why}" if why else ""
 
     def attention_kernels(self, index: int) -> dict[str, str]:
-        return {"overrideable": "oneDNN SDPA (torch's XPU fused attention)",
-                "math": "ATen math (matmul, softmax, matmul; unfused)"}
+        from torch.nn.attention import SDPBackend
+
+        out = {}
+        if hasattr(SDPBackend, "OVERRIDEABLE"):  # torch 2.5 and later: the backend XPU's fused SDPA is chosen by
+            out["overrideable"] = "oneDNN SDPA (torch's XPU fused attention)"
+        out["math"] = "ATen math (matmul, softmax, matmul; unfused)"
+        return out
 
     def identity(self, index: int) -> dict:
         import torch
