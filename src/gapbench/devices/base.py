@@ -426,6 +426,17 @@ class Backend:
         """'' when torch.compile (Inductor) generates code for this device, else why not."""
         return ""
 
+    def graph_unsupported(self, index: int) -> str:
+        """'' when a step of work can be captured once as a device graph and replayed (capture_graph; and
+        torch.compile's mode="reduce-overhead" replays graphs), else why not."""
+        return (f"{self.name} devices have no graph capture torch exposes here (CUDA and HIP graphs): every step is "
+                "dispatched from the host")
+
+    def capture_graph(self, index: int, fn):
+        """fn() captured as a device graph after a warm-up: (replay, fn's outputs). A replay reruns fn's kernels on
+        the same memory: fn's inputs are read from, and its outputs written to, the tensors of the capture."""
+        raise NotImplementedError(self.graph_unsupported(index))
+
     def inductor_gemm_templates(self, index: int) -> dict[str, str]:
         """Inductor's GEMM template families that generate code for this device, by the names
         `max_autotune_gemm_backends` takes (TRITON, CPP, CK, ...): what each one is. {} where torch.compile
@@ -504,6 +515,10 @@ class Device:
 
     def new_timer(self) -> Timer:
         return self.backend.new_timer(self.index)
+
+    def new_event(self):
+        """A timing event of the device's stream (record / synchronize / elapsed_time in ms); None without one."""
+        return self.backend.new_event(self.index)
 
     @property
     def timer_kind(self) -> str:
@@ -610,6 +625,12 @@ class Device:
 
     def compile_unsupported(self) -> str:
         return self.backend.compile_unsupported(self.index)
+
+    def graph_unsupported(self) -> str:
+        return self.backend.graph_unsupported(self.index)
+
+    def capture_graph(self, fn):
+        return self.backend.capture_graph(self.index, fn)
 
     def inductor_gemm_templates(self) -> dict[str, str]:
         return self.backend.inductor_gemm_templates(self.index)

@@ -216,6 +216,27 @@ class TorchGpu(Backend):
     def triton_unsupported(self, index: int) -> str:
         return triton_missing()
 
+    def graph_unsupported(self, index: int) -> str:
+        import torch
+
+        return "" if hasattr(torch.cuda, "CUDAGraph") else f"torch {torch.__version__} has no torch.cuda.CUDAGraph"
+
+    def capture_graph(self, index: int, fn, warmup: int = 3):
+        """CUDA graphs (HIP graphs on ROCm): fn warmed up on a side stream (lazy initialisation, the allocator's
+        first blocks), then captured; the graph is kept alive by the replay it returns."""
+        import torch
+
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(warmup):
+                fn()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            out = fn()
+        return graph.replay, out
+
     def inductor_gemm_templates(self, index: int) -> dict[str, str]:
         return {"TRITON": "Inductor's Triton GEMM templates (persistent and tiled mm, autotuned)"}
 
