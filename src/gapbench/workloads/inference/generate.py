@@ -7,10 +7,17 @@ with a timestamp per token, and the checks that it generated what the model says
   scale; activations are quantised per tensor on the fly; the product is torch._scaled_mm with bf16 output (the
   scheme of vLLM's dynamic fp8). The LM head stays in bf16, as the engines keep it.
 - Generation: a prefill of the prompt (only the last position's logits are computed), then output_len - 1 decode
-  steps of one token each into a StaticCache; every token is copied to the host as it is produced, as a server
-  streams it, and timed there. No EOS: the output length is fixed. `compile=True` compiles the decode step. The
+  steps of one token each into a StaticCache. The tokens stay on the device, each step's input the last step's
+  output, and reach the host once, after the last token: no host synchronisation between tokens. Each token is
+  timed by a device event recorded after its step (TokenClock), read after the last; a device without events
+  (a CPU, whose work is done when the call returns) by the host clock. No EOS: the output length is fixed. The
   prefill's logits must be finite, and each decode step's best logit (a NaN anywhere propagates into the maximum):
   kept on the device and checked once after the last token, so the check adds no work to a step.
+- The decode step: eager (every layer's kernels dispatched from Python each token: at small batches the host's
+  dispatch rate, not the device, bounds it), `compile=True` (torch.compile of the step), or `decode="graph"`: the
+  step captured once as a device graph (Device.capture_graph) and replayed per token on static input and output
+  buffers, or with `compile=True` torch.compile(mode="reduce-overhead"), which replays CUDA graphs itself. A
+  capture that fails is said (`graph_failed`) and, where the caller allows, the step runs eagerly instead.
 """
 
 from __future__ import annotations
@@ -136,12 +143,47 @@ def weight_bytes(model: torch.nn.Module) -> int:
 
 @dataclass
 class Generation:
-    """One batch generated: the tokens (batch × output_len, on the host) and when each column arrived."""
+    """One batch generated: the tokens (batch × output_len, on the host) and when each column was ready."""
 
     tokens: torch.Tensor
     start: float
     token_times: list[float]
     finite: bool  # the prefill's and the last step's logits were all finite
+
+
+class TokenClock:
+    """When each token of a generation was ready, on the host's clock (time.perf_counter). With the device's
+    events: one recorded after each step on its stream, all read after the last token, so that no token waits for
+    the host; without them: the host clock after a synchronize per token (nothing to wait for on a CPU)."""
+
+    def __init__(self, count: int, device=None, synchronize=None):
+        first = device.new_event() if device is not None else None
+        self.events = [first] + [device.new_event() for _ in range(count)] if first is not None else None
+        self.sync = device.synchronize if device is not None else (synchronize or (lambda: None))
+        self.kind = ("device events after each token, read after the last (one synchronize per generation)"
+                     if self.events else "host clock when each token is ready (a synchronize per token)")
+        self.t0, self.n, self.host = 0.0, 0, []
+
+    def start(self) -> float:
+        self.sync()
+        self.t0, self.n, self.host = time.perf_counter(), 0, []
+        if self.events:
+            self.events[0].record()
+        return self.t0
+
+    def mark(self) -> None:
+        self.n += 1
+        if self.events:
+            self.events[self.n].record()
+        else:
+            self.sync()
+            self.host.append(time.perf_counter())
+
+    def times(self) -> list[float]:
+        if not self.events:
+            return list(self.host)
+        self.events[self.n].synchronize()
+        return [self.t0 + self.events[0].elapsed_time(e) / 1e3 for e in self.events[1:self.n + 1]]
 
 
 def _forward_names(model) -> dict[str, str | None]:
@@ -164,17 +206,33 @@ def new_static_cache(model, batch: int, max_len: int, device: torch.device, dtyp
 
 
 class StaticGenerator:
-    """Greedy decoding of `batch` prompts of `input_len` tokens into `output_len` tokens each."""
+    """Greedy decoding of `batch` prompts of `input_len` tokens into `output_len` tokens each.
+
+    `timing` (a gapbench Device) times the tokens by its events and captures the decode step where `decode` is
+    "graph"; a capture that fails (or a compiled step whose CUDA graphs torch.compile skipped) runs eagerly from
+    then on, the reason in `graph_failed`: the caller says whether that is a fallback or a failure."""
 
     def __init__(self, model, batch: int, input_len: int, output_len: int, device: torch.device,
-                 cache_dtype: torch.dtype, compile: bool = False):
+                 cache_dtype: torch.dtype, compile: bool = False, decode: str = "eager", timing=None):
         self.model, self.batch, self.input_len, self.output_len = model, batch, input_len, output_len
         self.names = _forward_names(model)
         self.cache = new_static_cache(model, batch, input_len + output_len, device, cache_dtype)
         self.prefill_positions = torch.arange(input_len, device=device).unsqueeze(0).expand(batch, -1)
         self.positions = [torch.full((batch, 1), input_len + i, device=device, dtype=torch.long)
                           for i in range(output_len - 1)]
-        self.decode = torch.compile(self._decode, dynamic=False) if compile else self._decode
+        self.timing, self.compiled = timing, compile
+        self.graph = decode == "graph"
+        self.graph_failed = ""  # why the step is not replayed as a graph after all ('' while it is, or eager)
+        self.replay = None  # the captured step (decode="graph" without compile), after the first decode step
+        mode = {"mode": "reduce-overhead"} if self.graph and compile else {}
+        self.decode = torch.compile(self._decode, dynamic=False, **mode) if compile else self._decode
+        self.skips = cudagraph_skips()  # torch.compile's count of graphs it did not capture, before this one
+        self.clock = TokenClock(output_len, timing)
+
+    @property
+    def decode_mode(self) -> str:
+        """What the decode step ran as: "graph" (replayed) or "eager" (dispatched from the host every token)."""
+        return "graph" if self.graph and not self.graph_failed else "eager"
 
     def _logits(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         kw = {self.names["cache"]: self.cache, "use_cache": True, "position_ids": positions}
@@ -188,6 +246,41 @@ class StaticGenerator:
         best, token = self._logits(token, positions).max(-1)  # NaN propagates into the maximum
         return token, best
 
+    def _capture(self, token: torch.Tensor, pos: torch.Tensor) -> None:
+        """The decode step captured on static buffers: the input token column and position, the output token and
+        best logit. The capture's warm-up steps write the cache at the first decode position, which the first
+        replay writes again before it reads it."""
+        self.static_in = (token[:, None].clone(), pos.clone())
+        counters = [(t, t.clone()) for t in self._counters()]
+        try:
+            self.replay, self.static_out = self.timing.capture_graph(lambda: self._decode(*self.static_in))
+        except Exception as e:  # noqa: BLE001 - a step that cannot be captured is a finding, said in the row
+            self.graph_failed = f"the decode step could not be captured as a graph: {type(e).__name__}: {e}"
+            self.replay = None
+        for t, before in counters:  # the warm-up steps advanced them; the first replay is the first step
+            t.copy_(before)
+
+    def _counters(self) -> list[torch.Tensor]:
+        """The cache's position counters: integer tensors of one element on its layers (transformers 5's
+        cumulative_length, the slot each update writes at, advanced on the device by every step run)."""
+        return [v for layer in getattr(self.cache, "layers", ()) for v in vars(layer).values()
+                if isinstance(v, torch.Tensor) and v.numel() == 1 and not v.is_floating_point()]
+
+    def step(self, token: torch.Tensor, pos: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """One decode step: the next token column and its best logits, on the device."""
+        if self.graph and not self.compiled and not self.graph_failed:
+            if self.replay is None:
+                self._capture(token, pos)
+            if self.replay is not None:
+                self.static_in[0].copy_(token[:, None])
+                self.static_in[1].copy_(pos)
+                self.replay()
+                return self.static_out[0].clone(), self.static_out[1].clone()  # the next replay overwrites them
+        token, top = self.decode(token[:, None], pos)
+        if self.graph and self.compiled:  # CUDA graph trees reuse their output memory at the next replay
+            return token.clone(), top.clone()
+        return token, top
+
     def reset(self) -> None:
         if hasattr(self.cache, "reset"):
             with torch.inference_mode():  # the cache's tensors were made under inference mode
@@ -200,37 +293,53 @@ class StaticGenerator:
             self._logits(prompt, self.prefill_positions).argmax(-1).cpu()
 
     def stream(self, prompt: torch.Tensor):
-        """Yields each generated token column (on the host, one token per sequence) as soon as it is there;
-        finally returns a boolean tensor: whether every step's logits were finite (read on the host by the caller,
-        so that the loop also runs on fake tensors, which have no values: gapbench assess traces it)."""
+        """Yields each generated token column (one token per sequence, on the device) as soon as its step is
+        enqueued; finally returns a boolean tensor: whether every step's logits were finite (read on the host by
+        the caller, so that the loop also runs on fake tensors, which have no values: gapbench assess traces it)."""
         self.reset()
         with torch.inference_mode():
             logits = self._logits(prompt, self.prefill_positions)
             token = logits.argmax(-1)
-            yield token.cpu()
+            yield token
             finite = torch.isfinite(logits).all()
             best = []  # each step's best logit, kept on the device: checked once at the end, no work per step
             for pos in self.positions:
-                token, top = self.decode(token[:, None], pos)
-                yield token.cpu()
+                token, top = self.step(token, pos)
+                yield token
                 best.append(top)
             if best:
                 finite = finite & torch.isfinite(torch.stack(best)).all()
         return finite
 
-    def __call__(self, prompt: torch.Tensor, synchronize) -> Generation:
-        synchronize()
-        start = time.perf_counter()
-        host, times = [], []
+    def __call__(self, prompt: torch.Tensor, synchronize=None) -> Generation:
+        """One generation, each token timed (TokenClock); the tokens reach the host once, after the last."""
+        if self.timing is None and synchronize is not None:
+            self.clock.sync = synchronize
+        start = self.clock.start()
+        columns = []
         steps = self.stream(prompt)
         while True:
             try:
-                host.append(next(steps))
+                columns.append(next(steps))
             except StopIteration as done:
-                finite = bool(done.value)
+                finite = done.value
                 break
-            times.append(time.perf_counter())
-        return Generation(torch.stack(host, dim=1), start, times, finite)
+            self.clock.mark()
+        times = self.clock.times()
+        if self.graph and self.compiled and not self.graph_failed and cudagraph_skips() > self.skips:
+            self.graph_failed = ("torch.compile(mode=\"reduce-overhead\") skipped CUDA graphs for the decode step "
+                                 "(TORCH_LOGS=perf_hints says why): it ran compiled, dispatched from the host")
+        return Generation(torch.stack(columns, dim=1).cpu(), start, times, bool(finite))
+
+
+def cudagraph_skips() -> int:
+    """How many graphs torch.compile's reduce-overhead mode has declined to capture in this process."""
+    try:
+        from torch._dynamo.utils import counters
+
+        return int(counters["inductor"]["cudagraph_skips"])
+    except Exception:  # noqa: BLE001 - a torch without the counter: nothing to compare
+        return 0
 
 
 def random_prompts(batch: int, input_len: int, vocab: int, seed: int = 0) -> torch.Tensor:

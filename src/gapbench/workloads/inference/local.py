@@ -2,7 +2,9 @@
 
 One point = one batch of `batch_size` random prompts of `input_len` tokens, generating `output_len` tokens each,
 greedy, without EOS. Every request of the batch starts together and ends together: static batching, not a serving
-engine's continuous batching. The point is measured like the timing engine measures anything (measure.time_fn's
+engine's continuous batching. The decode step runs as --decode says (decode_plan): replayed as a device graph, or
+eagerly — dispatched from Python every token, which at small batches the host bounds, not the device; every row
+says which (`metrics.decode`), and an eager row on an accelerator says it is host-bound (`metrics.bound`). The point is measured like the timing engine measures anything (measure.time_fn's
 conventions): a cold run (allocation, compilation), the correctness check, a warm run, then repeats cut to the
 budget (never fewer than its minimum); each repeat is one round of requests and gives one value per metric.
 """
@@ -36,6 +38,11 @@ from gapbench.workloads.models.precision import (
 from gapbench.workloads.models.prepare import missing_dependency
 
 LOCAL_DTYPES = ("fp32", "bf16", "fp16", "fp8")
+# the rows an eager decode bounds by the host: all but the prefill's (its one forward of the whole prompt)
+PREFILL_ROWS = ("ttft_ms", "prefill_tokens_per_s")
+HOST_BOUND = ("eager decode: every token's step is dispatched from Python, layer by layer, with no graph capture; "
+              "at small batches the host's dispatch rate bounds this figure, not the device (serving engines "
+              "replay captured graphs: --decode graph)")
 USABLE = 0.9  # share of free memory a batch may plan for
 MAX_AUTO_BATCH = 4096
 
@@ -105,6 +112,18 @@ def time_floor_s(cfg: dict, batch: int, input_len: int, output_len: int, dtype: 
     return (prefill or 0.0) + (decode or 0.0)
 
 
+def decode_plan(asked: str, device, compile: bool) -> tuple[str, str]:
+    """(the decode step to run, why not a graph): graph where asked for or where auto finds the device captures
+    graphs; eager where asked for, or where auto finds it cannot (the reason kept for the row). A graph asked for
+    on a device without one gives its reason: the point is `unsupported`."""
+    why = device.graph_unsupported() or (device.compile_unsupported() if compile else "")
+    if asked == "eager":
+        return "eager", ""
+    if asked == "graph":
+        return "graph", why
+    return ("eager", why) if why else ("graph", "")
+
+
 def measure(w, variant, ctx, preset, opts) -> dict:
     """Every row of one point (a dict metric -> Measurement), or the point's failure."""
     prm = variant.params
@@ -114,6 +133,10 @@ def measure(w, variant, ctx, preset, opts) -> dict:
     why = precision_problem(ctx.device, prm["dtype"])
     if why:
         return w.failure(variant, ctx, "unsupported", why)
+    plan = decode_plan(opts.decode, ctx.device, prm["compile"])
+    if plan[0] == "graph" and plan[1]:
+        return w.failure(variant, ctx, "unsupported", f"--decode graph: {plan[1]}",
+                         metrics={"decode": "graph", "decode_asked": opts.decode})
     cfg, batch = preset.config, prm["batch_size"]
     n_in, n_out = prm["input_len"], prm["output_len"]
     short = memory_shortfall(batch_bytes(cfg, 1 if batch == "auto" else batch, n_in, n_out, prm["dtype"]),
@@ -132,7 +155,7 @@ def measure(w, variant, ctx, preset, opts) -> dict:
     attn_impl, backends = attention_choice(prm)
     try:  # fp32: every matmul outside TF32, from the model's build to its check
         with sdpa_context(backends), ctx.device.math_mode(compute_dtype(prm["dtype"])):
-            return _measure(w, variant, ctx, preset, budget, attn_impl)
+            return _measure(w, variant, ctx, preset, budget, attn_impl, (*plan, opts.decode))
     except RuntimeError as e:
         if is_unavailable_kernel(e):
             return w.failure(variant, ctx, "unsupported", no_kernel_reason(prm["attention"], ctx.device))
@@ -147,7 +170,7 @@ def build_model(preset, dtype: str, attn_impl: str, device) -> torch.nn.Module:
                                   DTYPES[compute_dtype(dtype)].torch, fp8)
 
 
-def _measure(w, variant, ctx, preset, budget: Budget, attn_impl: str) -> dict:
+def _measure(w, variant, ctx, preset, budget: Budget, attn_impl: str, plan: tuple) -> dict:
     prm, device = variant.params, ctx.device
     dtype = prm["dtype"]
     memory = PeakMemory(device)
@@ -171,7 +194,7 @@ def _measure(w, variant, ctx, preset, budget: Budget, attn_impl: str) -> dict:
         batch, tried = _largest_batch(model, preset, prm, device)
         common["auto_batch_tried"] = tried
     memory.reset()
-    return _measure_batch(w, variant, ctx, model, preset, batch, budget, memory, common)
+    return _measure_batch(w, variant, ctx, model, preset, batch, budget, memory, common, plan)
 
 
 def _largest_batch(model, preset, prm: dict, device) -> tuple[int, list]:
@@ -205,15 +228,18 @@ def prompts_for(batch: int, n_in: int, preset, device) -> torch.Tensor:
     return gen.random_prompts(batch, n_in, preset.config["vocab_size"]).to(device.torch_device)
 
 
-def _measure_batch(w, variant, ctx, model, preset, batch: int, budget: Budget, memory, common: dict) -> dict:
+def _measure_batch(w, variant, ctx, model, preset, batch: int, budget: Budget, memory, common: dict,
+                   plan: tuple) -> dict:
     prm, device = variant.params, ctx.device
     n_in, n_out = prm["input_len"], prm["output_len"]
     prompts = prompts_for(batch, n_in, preset, device)
+    mode, why_not_graph, asked = plan
     g = gen.StaticGenerator(model, batch, n_in, n_out, device.torch_device,
-                            DTYPES[compute_dtype(prm["dtype"])].torch, compile=prm["compile"])
-    metrics = dict(common, batch_size=batch, timer="host clock when each token reaches the host")
+                            DTYPES[compute_dtype(prm["dtype"])].torch, compile=prm["compile"], decode=mode,
+                            timing=device)
+    metrics = dict(common, batch_size=batch, timer=g.clock.kind, decode=mode, decode_asked=asked)
     try:  # a compilation is a one-off, in first_run_s, not held to the budget
-        calls = time_calls(lambda: g(prompts, device.synchronize), device, budget, agreement=ctx.agreement,
+        calls = time_calls(lambda: g(prompts), device, budget, agreement=ctx.agreement,
                            first_counts=not prm["compile"])
     except TooSlow as e:
         return w.failure(variant, ctx, "too_slow", f"one generation takes {e.estimate_s:.3g} s; {budget.min_repeats} "
@@ -222,6 +248,9 @@ def _measure_batch(w, variant, ctx, model, preset, batch: int, budget: Budget, m
                                       estimated_value=batch * n_out / e.estimate_s))
     cold = calls.first
     metrics["first_run_s"] = cold.token_times[-1] - cold.start
+    metrics.update(decode_metrics(g, asked, why_not_graph, device))
+    if asked == "graph" and g.graph_failed:
+        return w.failure(variant, ctx, "unsupported", f"--decode graph: {g.graph_failed}", metrics=metrics)
     wrong = _check(model, prompts, cold, prm["dtype"])
     if wrong:
         return w.failure(variant, ctx, "wrong_result", wrong, metrics=metrics)
@@ -235,6 +264,26 @@ def _measure_batch(w, variant, ctx, model, preset, batch: int, budget: Budget, m
     rounds = [[im.RequestTrace(r.start, tuple(r.token_times), n_in, n_out, f"{k}") for k in range(batch)]
               for r in calls.results]
     return _rows(w, variant, ctx, rounds, metrics, memory, calls.timing)
+
+
+def decode_metrics(g: gen.StaticGenerator, asked: str, why_not_graph: str, device) -> dict:
+    """What the decode step ran as, what was asked, and why not a graph where it was not one."""
+    out = {"decode": g.decode_mode, "decode_asked": asked}
+    fallback = g.graph_failed or why_not_graph
+    if g.decode_mode == "eager" and fallback:
+        out["decode_fallback"] = fallback
+    if g.decode_mode == "eager":
+        out["decode_note"] = HOST_BOUND if device.is_accelerator else (
+            "eager decode on the host itself: dispatch and compute share its cores")
+    return out
+
+
+def host_bound(rows: dict) -> dict:
+    """An eager decode's rows on an accelerator, but the prefill's, marked bound by the host (compare says so)."""
+    for name, m in rows.items():
+        if name not in PREFILL_ROWS:
+            rows[name] = m.replace(metrics=dict(m.metrics, bound="host"))
+    return rows
 
 
 def _check(model, prompts, run: gen.Generation, dtype: str) -> str:
@@ -259,6 +308,8 @@ def _rows(w, variant, ctx, rounds, metrics: dict, memory, timing) -> dict:
     for name in ("output_tokens_per_s", "total_tokens_per_s"):  # rates per watt: the throughput rows
         if name in rows and timing.power_w:
             rows[name] = rows[name].replace(power_w=timing.power_w, energy_j=timing.energy_j_per_iter)
+    if metrics.get("decode") == "eager" and ctx.device.is_accelerator:
+        rows = host_bound(rows)
     return rows
 
 

@@ -14,6 +14,7 @@ from gapbench.workloads.models.options import ModelOptions
 from gapbench.workloads.options import MAX_ITEMS, Positive, PositiveFloat, comma_list, finite
 
 ENGINES = ("transformers", "vllm")
+DECODES = ("auto", "graph", "eager")
 DEFAULT_CONCURRENCY = (4, 8, 16, 32, 64)  # InferenceMAX's sweep, ×2 from 4
 SERVER_ONLY = ("served_model", "server_devices", "concurrency", "request_rate", "num_prompts", "length_range")
 
@@ -111,6 +112,11 @@ class InferOptions(ModelOptions):
     length_range: Annotated[float, BeforeValidator(finite), Field(ge=0, lt=1)] = Field(
         0.0, description="with --server: lengths uniform in [L·(1−R), L·(1+R)] (default 0)",
         json_schema_extra={"metavar": "R"})
+    decode: Literal[DECODES] = Field(
+        "auto", description="the transformers engine's decode step: graph (captured once as a CUDA/HIP graph and "
+        "replayed each token; with --compile, torch.compile mode=reduce-overhead), eager (dispatched from Python "
+        "each token: host-bound at small batches), or auto (default: graph where the device captures graphs, else "
+        "eager; a capture that fails falls back to eager, the reason in the row)")
     slo_ttft_ms: PositiveFloat | None = Field(None, description="TTFT limit for SLO attainment and goodput (MLPerf "
                                               "Llama-2-70B Server: 2000; interactive: 450)",
                                               json_schema_extra={"metavar": "MS"})
@@ -130,6 +136,8 @@ class InferOptions(ModelOptions):
                 parse_engine_args(self.engine_args)  # vLLM's are KEY=VALUE; a server's are recorded as written
         elif "engine" in given:
             raise ValueError("--engine and --server: a server runs its own engine; give one of them")
+        if "decode" in given and self.kind != "transformers":
+            raise ValueError("--decode chooses the transformers engine's decode step; vLLM and servers run their own")
         if (self.input_len is None) != (self.output_len is None):
             raise ValueError("give both --input-len and --output-len (or --lengths IN:OUT)")
         if self.input_len is not None and self.lengths is not None:
