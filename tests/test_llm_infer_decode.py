@@ -1,5 +1,5 @@
 """llm-infer says how it decoded: every row carries its decode mode; an eager decode on an accelerator marks its rows
-host-bound; --decode graph where the device captures no graphs is refused with the
+host-bound, and compare says so beside them; --decode graph where the device captures no graphs is refused with the
 reason; the graph path itself (capture once, replay per token on static buffers) generates the eager path's tokens,
 and a capture that fails falls back to eager with the reason in the row."""
 
@@ -8,9 +8,12 @@ from __future__ import annotations
 import pytest
 import torch
 
+from gapbench import compare as compare_mod
 from gapbench.devices import resolve, testaccel
 from gapbench.devices.base import Device
 from gapbench.engine.variant import run_variant
+from gapbench.report import render
+from gapbench.results import ResultSet
 from gapbench.workloads.base import Context
 from gapbench.workloads.inference import generate as gen
 from gapbench.workloads.inference import llm_infer as li
@@ -113,3 +116,25 @@ def test_auto_decodes_as_a_graph_where_one_is_captured_and_falls_back_with_the_r
     rows = _rows(failing, decode="graph")  # asked for a graph: the failed capture fails the point, said why
     assert {m.status for m in rows.values()} == {"unsupported"}
     assert "could not be captured" in rows["tpot_ms"].reason
+
+
+def _result_set(rows: dict, label: str, kind: str) -> ResultSet:
+    return ResultSet(host={}, device={"type": kind, "product": label}, measurements=list(rows.values()),
+                     label=label, complete=True)
+
+
+def test_compare_says_an_eager_row_is_host_bound():
+    eager = _rows(resolve("test"), decode="eager", batch_size=[1, 2])
+    host = _rows(resolve("cpu"), batch_size=[1, 2])
+    sets = [_result_set(eager, "eager", "test"), _result_set(host, "cpu", "cpu")]
+    comp = compare_mod.compare(sets, baseline=1, history=False)
+    bounds = {r.variant["metric"]: r.bound for r in comp.rows}
+    assert bounds["tpot_ms"] == "host" and bounds["ttft_ms"] != "host"
+    assert any(c.host_bound for c in comp.frontiers.curves)
+    for fmt in ("terminal", "md"):
+        text = render(sets, format=fmt, comparison=comp)
+        assert "host-bound (eager decode)" in text, fmt  # the takeaway's class of those rows
+        assert "Host-bound rows" in text and "InferenceMAX" in text, fmt
+        assert "eager decode, host-bound" in text, fmt  # beside the curve of the eager platform
+    quiet = compare_mod.compare([_result_set(host, "cpu", "cpu"), _result_set(host, "cpu2", "cpu")], history=False)
+    assert not any(r.bound == "host" for r in quiet.rows)  # rows that decoded on the host itself claim nothing

@@ -321,10 +321,23 @@ def _rows(platforms: list[Platform], base_i: int, order, by_set, history: Histor
             ridges[d] = ridge_of(platforms, base_i, d)[0]
         probe = lead if (lead.flops is not None or lead.bytes is not None) else next(
             (m for m in ms if m is not None and (m.flops is not None or m.bytes is not None)), lead)
-        bound, ai = classify(probe, ridges[d])
+        bound, ai = row_bound(probe, ridges[d], ms)
         rows.append(Row(first.workload, first.variant, lead.unit, hib, cells, gaps, ai, bound,
                         published_for(specs, base_i, first.workload, first.variant)))
     return rows
+
+
+def row_bound(probe: Measurement, ridge: float, ms: list) -> tuple[str, float | None]:
+    """The row's class and arithmetic intensity: classify's, or "host" where a side says the host bounded it (it
+    measured its own dispatch more than the device)."""
+    bound, ai = classify(probe, ridge)
+    return ("host" if any(host_bound(m) for m in ms) else bound), ai
+
+
+def host_bound(m: Measurement | None) -> bool:
+    """Whether an ok measurement says the host bounded it (metrics.bound == "host": llm-infer's eager decode on an
+    accelerator, every token's step dispatched from Python)."""
+    return m is not None and m.ok and (m.metrics or {}).get("bound") == "host"
 
 
 def compare(result_sets, baseline=None, labels: list[str] | None = None, refs: list[str] | None = None,

@@ -46,6 +46,7 @@ class Curve:
     points: tuple[Point, ...]
     frontier: tuple[Point, ...]  # by x ascending (y then descends)
     reference: bool = False
+    host_bound: bool = False  # a point's measurement says the host bounded it (an eager decode on an accelerator)
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -82,7 +83,7 @@ class Frontiers:
         return {
             "x": X_METRIC, "interpolation": "linear between frontier points, no extrapolation",
             "curves": [{"platform": names[c.platform], "workload": c.workload, "series": c.series,
-                        "y": c.y_metric, "reference": c.reference,
+                        "y": c.y_metric, "reference": c.reference, "host_bound": c.host_bound,
                         "points": [_point_dict(p) for p in c.points],
                         "frontier": [_point_dict(p) for p in c.frontier]} for c in self.curves],
             "gaps": [{"workload": g.workload, "series": g.series, "y": g.y_metric, "at_tokens_per_s_per_user": g.level,
@@ -188,6 +189,7 @@ def curves_of(rs, platform: int) -> list[Curve]:
         point = _dump({k: v for k, v in m.variant.items() if k != "metric"})
         rows.setdefault((m.workload, point), {})[metric] = m
     grouped: dict[tuple, list[Point]] = {}
+    host: set[tuple] = set()
     for (workload, point), by_metric in rows.items():
         xm = by_metric.get(X_METRIC)
         if xm is None:
@@ -200,7 +202,10 @@ def curves_of(rs, platform: int) -> list[Curve]:
             if ym is not None:
                 p = Point(xm.value, ym.value, _ci(xm), _ci(ym), label)
                 grouped.setdefault((workload, _dump(series), ym_name), []).append(p)
-    return [Curve(platform, w, json.loads(s), y, tuple(sorted(ps, key=lambda p: p.x)), pareto(ps))
+                if any((m.metrics or {}).get("bound") == "host" for m in (xm, ym)):
+                    host.add((workload, _dump(series), ym_name))
+    return [Curve(platform, w, json.loads(s), y, tuple(sorted(ps, key=lambda p: p.x)), pareto(ps),
+                  host_bound=(w, s, y) in host)
             for (w, s, y), ps in grouped.items()]
 
 

@@ -54,7 +54,7 @@ class Row:
     cells: list[Cell]
     gaps: dict[int, Gap]  # platform index -> gap against the baseline
     intensity: float | None = None
-    bound: str = "other"  # compute | memory | other
+    bound: str = "other"  # compute | memory | host (a side's measurement says the host bounded it) | other
     published: dict[int, specs_mod.PublishedGap] = field(default_factory=dict)
 
 
@@ -62,7 +62,7 @@ class Row:
 class ClassLead:
     """How one platform fares against the baseline on the rows of one bound class."""
 
-    bound: str  # compute | memory | other
+    bound: str  # compute | memory | host | other
     rows: int  # rows with a number on both sides
     ahead: int  # significantly better
     behind: int  # significantly worse

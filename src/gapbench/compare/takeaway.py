@@ -7,7 +7,7 @@ from gapbench.compare.gaps import RUN_TO_RUN_SPREAD
 from gapbench.compare.model import ClassLead, Comparison, PlatformTakeaway, Takeaway
 from gapbench.compare.rates import DEFAULT_RIDGE, measurement_dtype
 
-BOUNDS = ("compute", "memory", "other")
+BOUNDS = ("compute", "memory", "host", "other")
 
 
 def ridge_of(platforms, baseline: int, dtype: str) -> tuple[float, str]:
@@ -67,7 +67,7 @@ def _per_platform(comp: Comparison) -> tuple[PlatformTakeaway, ...]:
 
 def _ridges(comp: Comparison) -> tuple:
     ridges: dict[tuple[float, str], list[str]] = {}
-    if any(r.bound != "other" for r in comp.rows):
+    if any(r.bound in ("compute", "memory") for r in comp.rows):
         for r in comp.rows:
             lead = r.cells[comp.baseline].measurement or next(c.measurement for c in r.cells if c.measurement)
             d = measurement_dtype(lead)

@@ -225,7 +225,14 @@ def peak_text(cell) -> str:
 
 # ---- the takeaway -------------------------------------------------------------------------------------
 
-BOUND_TITLES = {"compute": "compute-bound", "memory": "memory-bound", "other": "end-to-end (no FLOP/byte counts)"}
+BOUND_TITLES = {"compute": "compute-bound", "memory": "memory-bound", "host": "host-bound (eager decode)",
+                "other": "end-to-end (no FLOP/byte counts)"}
+HOST_BOUND_LINE = ("Host-bound rows (bound: host): a side decoded eagerly on an accelerator (llm-infer --decode eager, "
+                   "or auto where no graph could be captured): every token's step was dispatched from Python, layer "
+                   "by layer, with no graph capture, so at small batches its figure is the host's dispatch rate "
+                   "rather than the device's. Serving engines and the published serving figures (InferenceMAX, "
+                   "MLPerf) replay captured CUDA/HIP graphs: against them such a row is not the device's speed "
+                   "(llm-infer --decode graph measures the device).")
 
 
 def _class_sentence(lead, me: str, base: str) -> str:
@@ -279,6 +286,8 @@ def takeaway_lines(comp, marks: bool = True) -> list[str]:
     that shows them in a legend of its own, once)."""
     t = comp.takeaway
     lines = verdict_lines(comp)
+    if any(r.bound == "host" for r in comp.rows):
+        lines.append(HOST_BOUND_LINE)
     if t.ridges:
         ridges = "; ".join(f"{'/'.join(ds)}: {fmt_num(r, 3)} FLOP/byte ({src})" for ds, r, src in t.ridges)
         lines.append(f"Compute- vs memory-bound by arithmetic intensity against the ridge point — {ridges}.")
@@ -540,6 +549,14 @@ def frontier_lines(comp) -> list[str]:
             lines.append(f"{series_text(g.workload, g.series)}: at {fmt_num(g.level, 3)} {X_TITLE}, "
                          f"{comp.platforms[i].name} gives {value_text(v)} {Y_TITLES.get(g.y_metric, g.y_metric)} "
                          f"against {value_text(base)} on {comp.base.name}: {gap_text(gap)}.")
+    said = set()
+    for c in f.curves:
+        if c.host_bound and (c.platform, series_text(c.workload, c.series)) not in said:
+            said.add((c.platform, series_text(c.workload, c.series)))
+            lines.append(f"{comp.platforms[c.platform].name}, {series_text(c.workload, c.series)}: eager decode, "
+                         "host-bound — every token's step dispatched from Python with no graph capture, so its curve "
+                         "is the host's dispatch rate more than the device's; published serving curves replay "
+                         "captured graphs (llm-infer --decode graph).")
     if any(c.series.get("batching") == "static" for c in f.curves):
         lines.append("Static batching (llm-infer's transformers engine): every request of a batch starts and ends "
                      "together; it is not a serving engine's continuous batching.")
