@@ -151,7 +151,7 @@ class LlmInfer(Workload):
     def build_iteration(self, preset: str, device, options: dict | None = None) -> Callable[[], list]:
         """One measured generation for a shape trace (gapbench assess): the point's batch of random prompts
         (`batch_size` from the options, else TRACE_BATCH), prefill and greedy decode into the static KV cache up to
-        the output length, as infer_local times it — from the cache reset to the last token on the host, the
+        the output length, as infer_local times it — from the cache reset to the last token's step (eager), the
         row `e2e_ms` (every request of a static batch starts and ends together). At the run's precision, on
         `device` (a gapbench Device); works under FakeTensorMode: the loop reads no values."""
         from gapbench.workloads.inference import generate as gen
@@ -173,7 +173,7 @@ class LlmInfer(Workload):
         def generate() -> list[torch.Tensor]:
             with sdpa_context(backends):
                 steps = g.stream(prompts)
-                columns = [next(steps) for _ in range(n_out)]  # up to the last token on the host: the e2e row
+                columns = [next(steps) for _ in range(n_out)]  # up to the last token's step: the e2e row
                 steps.close()
             return columns  # the tokens, one column per step (no operator: a trace records nothing more)
 
