@@ -8,7 +8,7 @@ TORCH ?= torch==2.13.0
 VENV_FLAGS ?=
 EXTRAS ?= models,test
 
-.PHONY: setup run test lint dist-check clean
+.PHONY: setup run test lint dist-check device-wheels clean
 
 $(VENV)/.installed: pyproject.toml
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV_FLAGS) $(VENV)
@@ -25,6 +25,10 @@ run: setup
 test: setup
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/python -m pytest -n auto tests
+
+# The wheels a lent accelerator machine without a registry lacks (benchmarks/device_wheels.py), into .whl/.
+device-wheels: setup
+	$(VENV)/bin/python benchmarks/device_wheels.py download --dest .whl
 
 lint: setup
 	$(VENV)/bin/ruff check src tests benchmarks
