@@ -22,6 +22,9 @@ from gapbench.workloads.inference import metrics as im
 from gapbench.workloads.inference.options import parse_engine_args
 from gapbench.workloads.models.prepare import missing_dependency
 
+VLLM_EAGER = ("eager decode (enforce_eager, gapbench's default for vLLM without --compile): every step dispatched from "
+              "Python without vLLM's CUDA graphs; at small batches the host's dispatch rate bounds this figure, not "
+              "the device (--compile lets vLLM capture its graphs)")
 INSTALL_HINT = ("install vLLM for this device's stack: pip install vllm (CUDA); ROCm, XPU, TPU and CPU builds: "
                 "https://docs.vllm.ai/en/latest/getting_started/installation/")
 
@@ -90,8 +93,12 @@ def _measure(w, variant, ctx, engine: _Engine) -> dict:
         return w.failure(variant, ctx, "unsupported", "--batch-size auto: vLLM sizes its own batches; give sizes")
     prompts = random_prompts(batch, n_in, engine.vocab).tolist()
     budget = ctx.budget()
+    eager = bool(engine.args.get("enforce_eager"))
     metrics = {"engine_info": engine.info, "batch_size": batch,
-               "timer": "host clock around LLM.generate: 1 token per request (prefill), then output_len tokens"}
+               "timer": "host clock around LLM.generate: 1 token per request (prefill), then output_len tokens",
+               "decode": "eager" if eager else "graph", "decode_asked": "enforce_eager" if eager else "vLLM's own"}
+    if eager:
+        metrics["decode_note"] = VLLM_EAGER
     cold, reference = engine.generate(prompts, n_out)
     metrics["first_run_s"] = cold
     wrong = _wrong(reference, n_out, engine.vocab)
@@ -115,8 +122,13 @@ def _measure(w, variant, ctx, engine: _Engine) -> dict:
         if len(rounds) >= budget.repeats or (len(rounds) >= budget.min_repeats and spent + per > budget.seconds):
             break
     stats = im.summarize(rounds)
-    return w.rows(variant, ctx, stats, metrics, {"point": {n: {"median": s.median, "ci95": list(s.ci95)}
+    rows = w.rows(variant, ctx, stats, metrics, {"point": {n: {"median": s.median, "ci95": list(s.ci95)}
                                                            for n, s in stats.items()}})
+    if eager and ctx.device.is_accelerator:
+        from gapbench.workloads.inference.local import host_bound
+
+        rows = host_bound(rows)
+    return rows
 
 
 def _wrong(tokens: list[list[int]], n_out: int, vocab: int) -> str:
