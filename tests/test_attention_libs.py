@@ -75,3 +75,41 @@ def test_flex_attention_compiles_on_the_cpu_forward_only(tmp_path):
     both = rows[("fwd+bwd", "flex")]
     assert both["status"] == "unsupported" and "backward" in both["reason"]
     assert rows[("fwd", "efficient")]["status"] == "unsupported"
+
+
+# torch 2.4.0's schemas of the two operators (native_functions.yaml): no enable_gqa yet
+TORCH_2_4_SCHEMAS = (
+    "aten::scaled_dot_product_attention(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, "
+    "float dropout_p=0.0, bool is_causal=False, *, float? scale=None) -> Tensor",
+    "aten::_fused_sdp_choice(Tensor query, Tensor key, Tensor value, Tensor? attn_mask=None, float dropout_p=0.0, "
+    "bool is_causal=False, *, float? scale=None) -> int",
+)
+
+
+def test_grouped_query_sdpa_is_unsupported_where_the_schema_has_no_enable_gqa():
+    """torch 2.4's SDPA takes no enable_gqa (passing it raises TypeError): grouped-query heads are unsupported
+    there with the reason, multi-head ones still run; this torch's schemas have the keyword."""
+    for text in TORCH_2_4_SCHEMAS:
+        names = [a.name for a in torch._C.parse_schema(text).arguments]
+        assert names[:3] == ["query", "key", "value"] and "is_causal" in names
+        assert al.gqa_missing(True, names, "2.4.1") == (
+            "torch 2.4.1's scaled_dot_product_attention has no enable_gqa (grouped-query attention needs torch 2.5)")
+        assert al.gqa_missing(False, names, "2.4.1") == ""
+    assert al.sdpa_gqa_missing(True) == "" and al.sdp_choice_gqa_missing(True) == ""
+
+
+def test_grouped_query_sdpa_still_measures_on_this_torch():
+    """The tiny preset's grouped-query shape, through the guard, on the CPU: measured and checked against float64."""
+    from gapbench.workloads.base import Context
+
+    w = al.AttentionLibs()
+    ctx = Context(device=resolve("cpu"), preset="tiny", budget_s=5, min_time_s=0.005, repeats=3,
+                  options={"dtype": "fp32"})
+    variants = [v for v in w.variants("tiny", ctx) if v.params["path"] in ("sdpa", "math")
+                and v.params["mode"] == "fwd"]
+    assert len(variants) == 2 and all(v.params["heads"] != v.params["kv_heads"] for v in variants)
+    rows = {v.params["path"]: w.run(v, ctx) for v in variants}
+    for path, m in rows.items():
+        assert m.status == "ok", (path, m.reason)
+        assert m.value > 0
+    assert rows["sdpa"].metrics["library"].startswith("SDPA's choice: ")  # _fused_sdp_choice(enable_gqa=True)

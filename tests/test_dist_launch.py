@@ -85,3 +85,36 @@ def test_a_follower_rank_checks_no_output_rank_0_has_begun(tmp_path, monkeypatch
     monkeypatch.setenv("RANK", "0")
     with pytest.raises(GapbenchError, match="journal of an interrupted run"):
         _check(args)
+
+
+def test_xccl_ranks_need_a_torch_that_has_xccl():
+    """XPU ranks talk through xccl (torch 2.6 on, built with XCCL): without it the plan is one line before any rank
+    starts, not init_process_group's own error in each rank."""
+    from types import SimpleNamespace
+
+    import torch
+    import torch.distributed as dist
+
+    from gapbench.devices import Device
+    from gapbench.devices.xpu import Xpu
+    from gapbench.errors import GapbenchError
+    from gapbench.run.plan import build_plan, check_dist_backend, xccl_missing
+
+    def words(version):
+        return f"torch {version} has no xccl backend (XPU rank groups need torch 2.6 with XCCL); use --backend gloo"
+
+    assert xccl_missing(SimpleNamespace(is_available=lambda: True), "2.5.1") == words("2.5.1")  # 2.5: no such name
+    assert xccl_missing(SimpleNamespace(is_xccl_available=lambda: False), "2.6.0") == words("2.6.0")  # no XCCL built
+    assert xccl_missing(SimpleNamespace(is_xccl_available=lambda: True), "2.6.0") == ""
+    # this torch, an XPU device's backend: xccl as --backend or as the device's default
+    xpu = Device(Xpu(), 0)
+    assert xpu.dist_backend == "xccl"
+    check_dist_backend("gloo", xpu)
+    if dist.is_xccl_available():
+        check_dist_backend("xccl", xpu)
+    else:  # a CPU or CUDA build of torch 2.6 and later
+        with pytest.raises(GapbenchError) as e:
+            check_dist_backend("xccl", xpu)
+        assert str(e.value) == words(torch.__version__)
+    # a CPU rank group still plans (its backend is checked too: gloo)
+    assert build_plan(device="cpu", workload_specs=["collective:tiny"], nproc=1).backend is None

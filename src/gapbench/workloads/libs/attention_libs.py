@@ -14,7 +14,7 @@ import contextlib
 import math
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import torch
@@ -161,13 +161,34 @@ def sample(inp: Inputs, out: torch.Tensor, grads: tuple | None) -> dict[str, tor
     return got
 
 
+def gqa_missing(gqa: bool, arguments: Iterable[str], version: str) -> str:
+    """'' unless grouped-query heads meet an SDPA whose schema (`arguments`: its argument names) has no enable_gqa
+    keyword (torch before 2.5, where passing it raises TypeError); then why the path cannot run."""
+    if not gqa or "enable_gqa" in arguments:
+        return ""
+    return (f"torch {version}'s scaled_dot_product_attention has no enable_gqa (grouped-query attention needs "
+            "torch 2.5)")
+
+
+def sdpa_gqa_missing(gqa: bool) -> str:
+    """gqa_missing for this torch's scaled_dot_product_attention."""
+    names = [a.name for a in torch.ops.aten.scaled_dot_product_attention.default._schema.arguments]
+    return gqa_missing(gqa, names, torch.__version__)
+
+
+def sdp_choice_gqa_missing(gqa: bool) -> str:
+    """gqa_missing for this torch's torch._fused_sdp_choice (SDPA's kernel choice, asked with the same keyword)."""
+    names = [a.name for a in torch.ops.aten._fused_sdp_choice.default._schema.arguments]
+    return gqa_missing(gqa, names, torch.__version__)
+
+
 # ---- the paths ------------------------------------------------------------------------------------------
 
 def _sdpa(kernel: str | None) -> Callable[[Inputs], Callable]:
     def make(inp: Inputs) -> Callable:
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        gqa = {"enable_gqa": True} if inp.gqa else {}  # the keyword exists from torch 2.5 on
+        gqa = {"enable_gqa": True} if inp.gqa else {}  # from torch 2.5 on; run() says unsupported before
 
         def attend(q, k, v):
             ctx = sdpa_kernel(getattr(SDPBackend, SDPA_KERNELS[kernel])) if kernel else contextlib.nullcontext()
@@ -275,6 +296,8 @@ class AttentionLibs(PathWorkload):
         extra = self.extra_paths.get(path)
         metrics = {"path_kind": self.kind(path)}
         why = "" if extra else self.path_unsupported(path, dtype, ctx)
+        if not why and path in PATHS and path != "flex":  # the SDPA paths pass enable_gqa for grouped-query heads
+            why = sdpa_gqa_missing(p["heads"] != p["kv_heads"])
         if why:
             return self.failed(variant, ctx, "unsupported", why, metrics=metrics)
         try:
@@ -292,6 +315,9 @@ class AttentionLibs(PathWorkload):
             return kernels.get(path, path)
         from torch.nn.attention import SDPBackend
 
+        why = sdp_choice_gqa_missing(inp.gqa)
+        if why:
+            raise Unsupported(why)
         gqa = {"enable_gqa": True} if inp.gqa else {}
         chosen = SDPBackend(torch._fused_sdp_choice(inp.q, inp.k, inp.v, is_causal=True, **gqa)).name
         name = next((k for k, v in SDPA_KERNELS.items() if v == chosen), chosen.lower())
