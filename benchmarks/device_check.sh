@@ -7,7 +7,7 @@
 #   benchmarks/device_check.sh --dry-run OUT         (tiny presets on the test accelerator: what the tests run)
 #
 # Works from any working directory, with a relative or absolute output folder. Installs nothing from the
-# network: wheels carried in .whl/ (made here by `make device-wheels`) are installed, with --no-index --no-deps,
+# network: wheels carried in .whl/ (made here by `make device-wheels`; WHEELS=DIR names another folder) are installed, with --no-index --no-deps,
 # into a private folder on PYTHONPATH — each only where this interpreter lacks the package or has a version
 # gapbench cannot use; what the machine has is never replaced. gapbench runs from this checkout (src/).
 # Then benchmarks/device_check.py: a preflight that stops in seconds naming what is missing, the parts below in
@@ -43,9 +43,10 @@ DIR="$(cd "$DIR" && pwd)"
 PYTHON="${PYTHON:-python3}"
 SITE="$(mktemp -d "${TMPDIR:-/tmp}/gapbench-site-XXXXXX")"
 
-if [ -d "$REPO/.whl" ] && compgen -G "$REPO/.whl/*.whl" > /dev/null; then
+WHEELS="${WHEELS:-$REPO/.whl}"
+if [ -d "$WHEELS" ] && compgen -G "$WHEELS/*.whl" > /dev/null; then
   # which carried wheels this interpreter needs: a package it lacks, or has at a version a requirement refuses
-  mapfile -t NEED < <("$PYTHON" "$HERE/device_wheels.py" needed "$REPO/.whl")
+  mapfile -t NEED < <("$PYTHON" "$HERE/device_wheels.py" needed "$WHEELS")
   if [ ${#NEED[@]} -gt 0 ]; then
     echo "installing ${#NEED[@]} carried wheel(s) into $SITE: ${NEED[*]##*/}"
     "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" "${NEED[@]}"

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ROOT / "benchmarks" / "data" / "device-packages.txt"
 EXTRAS = ("models", "coverage")
 SKIP = {"torch"}  # the machine's own build is what gets measured
-TARGET_ENV = {"python_version": "3.12", "python_full_version": "3.12.3", "sys_platform": "linux",
+TARGET_ENV = {"python_version": "3.12", "python_full_version": "3.12.0", "sys_platform": "linux",
               "platform_system": "Linux", "platform_machine": "x86_64", "implementation_name": "cpython",
               "platform_python_implementation": "CPython", "os_name": "posix", "extra": ""}
 PLATFORMS = [f"manylinux_2_{n}_x86_64" for n in range(39, 16, -1)] + ["manylinux2014_x86_64", "manylinux1_x86_64"]
@@ -132,11 +132,11 @@ def plan_downloads(machine: dict[str, str | None], reqs: list[str], read_wheel, 
     return {"fetched": fetched, "notes": notes}
 
 
-def pip_download(dest: Path):
+def pip_download(dest: Path, python: str = "3.12"):
     def read(name: str, spec: str):
         before = set(dest.glob("*.whl"))
         cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version",
-               "3.12", "--implementation", "cp", *[a for p in PLATFORMS for a in ("--platform", p)], "-d", str(dest),
+               python, "--implementation", "cp", *[a for p in PLATFORMS for a in ("--platform", p)], "-d", str(dest),
                f"{name}{spec}"]
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
@@ -160,9 +160,11 @@ def local_version(name: str) -> str | None:
         return None
 
 
-def download(dest: Path) -> int:
+def download(dest: Path, python: str = "3.12", packages: Path = PACKAGES) -> int:
     dest.mkdir(parents=True, exist_ok=True)
-    out = plan_downloads(machine_packages(), gapbench_requirements(), pip_download(dest), local_version)
+    TARGET_ENV.update(python_version=python, python_full_version=f"{python}.0")
+    out = plan_downloads(machine_packages(packages), gapbench_requirements(), pip_download(dest, python),
+                         local_version)
     kept = {Path(p) for p, _ in out["fetched"].values()}
     for w in dest.glob("*.whl"):
         if w not in kept:
@@ -189,12 +191,13 @@ def needed(folder: Path) -> list[Path]:
     changed = True
     while changed:
         changed = False
-        reqs = [Requirement(r) for r in gapbench_requirements()]
-        for w in chosen.values():
-            reqs += [Requirement(r) for r in wheel_requirements(w)]
-        for r in reqs:
+        reqs = [(Requirement(r), ()) for r in gapbench_requirements()]
+        asked = {norm(r.name): tuple(r.extras) for r, _ in reqs if r.extras}  # pathspec[re2]: re2's needs too
+        for name, w in [*chosen.items(), *((n, wheels[n]) for n in asked if n in wheels and n not in chosen)]:
+            reqs += [(Requirement(r), asked.get(name, ())) for r in wheel_requirements(w)]
+        for r, extras in reqs:
             name = norm(r.name)
-            if name in chosen or name not in wheels or not applies(r.marker, None):
+            if name in chosen or name not in wheels or not applies(r.marker, None, extras):
                 continue
             have = local_version(name)
             carried = wheel_name_version(wheels[name])[1]
@@ -210,11 +213,13 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("download", help="fetch the wheels the machine lacks (here, where PyPI is reachable)")
     d.add_argument("--dest", default=str(ROOT / ".whl"))
+    d.add_argument("--python", default="3.12", help="the machine's Python, MAJOR.MINOR (default 3.12)")
+    d.add_argument("--packages", default=str(PACKAGES), help="the machine's package list (NAME [VERSION] a line)")
     n = sub.add_parser("needed", help="print the carried wheels this interpreter must install")
     n.add_argument("folder")
     args = ap.parse_args(argv)
     if args.cmd == "download":
-        return download(Path(args.dest))
+        return download(Path(args.dest), args.python, Path(args.packages))
     for w in needed(Path(args.folder)):
         print(w)
     return 0

@@ -151,6 +151,12 @@ def test_the_wheels_a_machine_needs_are_found_and_install_offline(tmp_path, monk
     # a present distribution at a version a requirement refuses is carried, where the carried one fits
     monkeypatch.setattr(dw, "gapbench_requirements", lambda extras=dw.EXTRAS: ["packaging<0.2"])
     assert [p.name for p in dw.needed(wheels)] == ["packaging-0.1-py3-none-any.whl"]
+    # an extra asked for (pathspec[re2]) brings what it needs, even where the distribution itself fits
+    _wheel(wheels, "gbfixture-extra", "1.0", ["gbfixture-extradep; extra == 'fast'"])
+    _wheel(wheels, "gbfixture-extradep", "1.0")
+    monkeypatch.setattr(dw, "gapbench_requirements", lambda extras=dw.EXTRAS: ["gbfixture-extra[fast]>=1"])
+    assert [p.name for p in dw.needed(wheels)] == ["gbfixture_extra-1.0-py3-none-any.whl",
+                                                   "gbfixture_extradep-1.0-py3-none-any.whl"]
 
 
 def test_what_to_carry_walks_the_requirements_the_machine_does_not_meet(tmp_path):
