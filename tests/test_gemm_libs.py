@@ -3,6 +3,7 @@ reason; TunableOp's tuning is timed apart from the product and its results file 
 path that computes a wrong product is wrong_result; on the CPU numpy's BLAS runs on torch's thread count."""
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,46 @@ def test_inductor_cpu_template_is_a_checked_row_with_its_compile_time(tmp_path):
     for path in ("compile", "compile-max-autotune"):  # tiny has every path; a CPU's standard leaves these out
         assert rows[path]["status"] == "ok" and rows[path]["metrics"]["compile_s"] > 0, rows[path]["reason"]
     assert rows["numpy"]["status"] == "ok" and rows["onednn"]["status"] == "ok"
+
+
+def test_the_check_reads_the_sampled_block_of_b_not_all_of_it():
+    """A path's product is checked on gemm's sampled block: only 64 columns of B (and 64 rows of A) become float64,
+    a wrong element inside the block is wrong_result's reason, one outside it is not read."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from gapbench.devices import resolve
+    from gapbench.workloads.libs.gemm_libs import Operands
+    from gapbench.workloads.micro.gemm import TOLERANCE, sample_indices
+
+    class Float64Made(TorchDispatchMode):
+        """The shapes of the float64 tensors every operator makes while inside."""
+
+        def __init__(self):
+            super().__init__()
+            self.shapes = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            for t in out if isinstance(out, (tuple, list)) else (out,):
+                if isinstance(t, torch.Tensor) and t.dtype == torch.float64:
+                    self.shapes.append(tuple(t.shape))
+            return out
+
+    m, n, k = 128, 256, 192
+    ops = Operands.make("fp32", m, n, k, resolve("cpu"))
+    out = ops.a @ ops.b
+    with Float64Made() as made:
+        assert ops.check(out, TOLERANCE["fp32"], torch.device("cpu")) is None
+    assert made.shapes and (k, n) not in made.shapes  # all of B was never made float64
+    assert max(math.prod(s) for s in made.shapes) <= 64 * k  # the largest: the 64 sampled columns of B (or rows of A)
+
+    rows, cols = sample_indices(m, n)
+    inside = out.clone()
+    inside[rows[0], cols[0]] += 1.0
+    assert "exceeds tolerance" in ops.check(inside, TOLERANCE["fp32"], torch.device("cpu"))
+    outside = out.clone()
+    r = next(i for i in range(m) if i not in set(rows.tolist()))
+    c = next(j for j in range(n) if j not in set(cols.tolist()))
+    outside[r, c] += 1e3
+    assert ops.check(outside, TOLERANCE["fp32"], torch.device("cpu")) is None

@@ -3,8 +3,9 @@ tuned, a preferred library, portable generated kernels, torch.compile, and libra
 
 One row per (dtype, shape, path); the path is in the variant, the library that ran in `metrics.library`.
 Tuning and compiling happen once before the timing and are recorded apart (`metrics.tuning_s`,
-`metrics.compile_s`). Every path's output is checked against a float64 product of the same rounded inputs,
-as in the `gemm` workload. What a stack lacks comes from its backend: unsupported, with the reason.
+`metrics.compile_s`). Every path's output is checked as in the `gemm` workload: a block of it (64 sampled rows ×
+64 sampled columns) against the float64 product of those rows of A and columns of B (the same rounded inputs),
+computed on the device where it has float64. What a stack lacks comes from its backend: unsupported, with the reason.
 """
 
 from __future__ import annotations
@@ -21,7 +22,14 @@ from gapbench.timing import TooSlow, time_fn
 from gapbench.workloads.base import Context, Variant
 from gapbench.workloads.libs.base import PathWorkload
 from gapbench.workloads.libs.paths import BLAS_PREFIX, COMPILE_TEMPLATES, GEMM_PATHS, GEMM_WORKLOAD, path_kind
-from gapbench.workloads.micro.gemm import TOLERANCE, check_sample, gemm_bytes, unsupported_reason
+from gapbench.workloads.micro.gemm import (
+    TOLERANCE,
+    _reference_device,
+    check_block,
+    gemm_bytes,
+    sample_indices,
+    unsupported_reason,
+)
 from gapbench.workloads.micro.options import GemmOptions
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16")
@@ -95,11 +103,14 @@ class Operands:
         b = torch.randn(k, n, generator=g).to(device=device.torch_device, dtype=td)
         return cls(dtype, a, b, b.t().contiguous())
 
-    def ref_a(self, rows: torch.Tensor) -> torch.Tensor:
-        return self.a[rows.to(self.a.device)].to("cpu", torch.float64)
-
-    def ref_b(self) -> torch.Tensor:
-        return self.b.to("cpu", torch.float64)
+    def check(self, out: torch.Tensor, tol: float, ref_device: torch.device) -> str | None:
+        """gemm.check_block on the sampled block (gemm.sample_indices) of the product `out`: only those rows of A
+        and columns of B are read, each as float64 on `ref_device` (never all of B on the host)."""
+        rows, cols = sample_indices(out.shape[0], out.shape[1])
+        a = self.a.index_select(0, rows.to(self.a.device)).to(ref_device, torch.float64)
+        b = self.b.index_select(1, cols.to(self.b.device)).to(ref_device, torch.float64)
+        got = out.index_select(0, rows.to(out.device)).index_select(1, cols.to(out.device))
+        return check_block(got, a, b, tol)
 
 
 @dataclass
@@ -423,7 +434,7 @@ class GemmLibs(PathWorkload):
                 m = self.too_slow(variant, ctx, e.estimate_s, variant.flops, 1e-12)
                 m.metrics.update(metrics)
                 return m
-            err = check_sample(built.as_tensor(built.fn()), ops.ref_a, ops.ref_b, TOLERANCE[p["dtype"]])
+            err = ops.check(built.as_tensor(built.fn()), TOLERANCE[p["dtype"]], _reference_device(ctx.device))
         if err is not None:
             return self.failed(variant, ctx, "wrong_result", f"{p['path']}: {err}", metrics=metrics)
         return self.throughput(variant, ctx, timing, variant.flops, 1e-12, metrics=metrics)
