@@ -188,3 +188,32 @@ def test_what_to_carry_walks_the_requirements_the_machine_does_not_meet(tmp_path
     assert carried == {"pydantic", "pydantic-core", "annotated-types", "typing-extensions", "pathspec", "google-re2"}
     assert "torch" not in fetched_calls and "numpy" not in fetched_calls and "rich" not in fetched_calls
     assert any("scipy" in n and "binary" in n for n in out["notes"])
+
+
+def test_every_full_size_part_is_a_command_gapbench_accepts(tmp_path, monkeypatch):
+    """The parts the H200 runs (not the dry run's): each `run` command passes the CLI's checks and builds its plan
+    (workloads, presets and options known, values in range), each preset lists its variants on an accelerator, and
+    the gemm parts measure no shape twice between them."""
+    from gapbench import devices
+    from gapbench import run as runner
+    from gapbench.cli import build_parser
+    from gapbench.cli.cmd_run import _check, _plan
+    from gapbench.workloads import Context, get
+
+    monkeypatch.chdir(tmp_path)
+    ctx = Context(device=devices.resolve("test"), preset="standard")
+    keys: dict[str, set] = {}
+    for name, part in dc.parts("test", "h200", dry=False).items():
+        if part.argv[0] != "run":
+            continue
+        args = build_parser().parse_args([*part.argv, "--budget", "60"])
+        _check(args)
+        plan = _plan(args, runner)
+        assert plan.entries, name
+        for wname, preset in plan.entries:
+            w = get(wname)
+            variants = w.variants(preset or w.default_preset, ctx)
+            assert variants, (name, wname, preset)
+            if wname == "gemm":
+                keys[name] = {tuple(sorted(v.params.items())) for v in variants}
+    assert keys["gemm"] and keys["gemm-sweep"] and not keys["gemm"] & keys["gemm-sweep"]
