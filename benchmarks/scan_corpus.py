@@ -2,13 +2,27 @@
 
 Fetches nothing: give it checkouts of the labelled repositories at the labelled commits.
 
-    python benchmarks/scan_corpus.py owner/name=PATH [owner/name=PATH ...] [--misses] [--by-rule]
-    python benchmarks/scan_corpus.py owner/name=PATH ... --held-out-once
+    python benchmarks/scan_corpus.py owner/name=PATH [owner/name=PATH ...] [--split S] [--misses] [--by-rule]
+    python benchmarks/scan_corpus.py owner/name=PATH ... --fresh-held-out-once
 
-Each labelled file carries a split fixed before labelling (README.md in the corpus folder). By default only the
-development split is scored, and only its files are scanned and read. The held-out split is scored only with
---held-out-once, and then only totals and counts per repository and per kind are printed: never a line, a
-missed label or a false alarm, so that nobody tunes the rules to it by accident.
+Each labelled file carries a split fixed before labelling (README.md in the corpus folder):
+
+- `development`: the files the rules were first written on;
+- `held-out`: scored once (results/scan-corpus-scores.md) and since tuned on, so it is reported as
+  "held-out (scored once before, now tuned on)": a second development set, no longer a test;
+- `fresh-held-out`: the files nobody tunes on, scored once, at the end.
+
+By default the development and the old held-out split are scored, each reported on its own (`--split` picks
+one); `--misses` lists their missed lines and false alarms, `--by-rule` their false alarms per rule. For each
+repository the files of those two splits are scanned together in one tree, as a scan of the whole repository
+would see them (a portability macro defined in one file and tested in another), and scored per split.
+
+--fresh-held-out-once scores the fresh held-out split instead: totals and counts per repository and per kind
+only, never a line, a missed label or a false alarm, so that nobody tunes the rules to it by accident. Its
+files are scanned in a tree with the tuned splits' files of the same repository beside them (context a real
+scan has), and only its own files are scored. --held-out-once is kept for the commands of the first report:
+the old held-out split alone, totals only, as it was scored then. A fresh-held-out file is read only under
+--fresh-held-out-once.
 
 A labelled line is found when the scan reports at least one finding there that is not marked already ported; a
 line flagged (not as ported) without a label is a false alarm. A `ported` line counts as right when the scanner
@@ -33,7 +47,10 @@ except ModuleNotFoundError:  # Python 3.10
 from gapbench.scan import scan
 
 CORPUS = Path(__file__).resolve().parent / "data" / "scan_corpus"
-DEVELOPMENT, HELD_OUT = "development", "held-out"
+DEVELOPMENT, HELD_OUT, FRESH = "development", "held-out", "fresh-held-out"
+TUNED = (DEVELOPMENT, HELD_OUT)     # the splits rules may be tuned on
+TITLES = {DEVELOPMENT: "development split", HELD_OUT: "held-out split (scored once before, now tuned on)",
+          FRESH: "fresh held-out split (scored once)"}
 
 
 @dataclass
@@ -157,41 +174,77 @@ def parse_checkouts(parser: argparse.ArgumentParser, items: list[str], corpus: d
     return paths
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("checkouts", nargs="+", metavar="OWNER/NAME=PATH")
-    p.add_argument("--corpus", type=Path, default=CORPUS)
-    p.add_argument("--split", choices=[DEVELOPMENT], default=DEVELOPMENT,
-                   help="the split to score with details (only the development split can be)")
-    p.add_argument("--held-out-once", action="store_true",
-                   help="score the held-out split instead: totals and counts per kind only, no lines")
-    p.add_argument("--misses", action="store_true", help="list every missed line and false alarm (development)")
-    p.add_argument("--by-rule", action="store_true", help="false alarms per rule (development)")
-    args = p.parse_args(argv)
-    if args.held_out_once and (args.misses or args.by_rule):
-        p.error("--held-out-once prints totals only: --misses and --by-rule are for the development split")
-    split = HELD_OUT if args.held_out_once else args.split
-    corpus = load_corpus(args.corpus)
-    paths = parse_checkouts(p, args.checkouts, corpus)
-    print(f"{split} split")
+def _header(title: str) -> None:
+    print(title)
     print(f"{'repository':<36} {'commit':<12} {'files':>5} {'labelled':>8} {'found':>6} {'recall':>7} "
           f"{'flagged':>7} {'false':>6} {'precision':>9} ported")
+
+
+def score_split(corpus: dict[str, dict], paths: dict[str, Path], split: str, context: tuple[str, ...],
+                details: bool, by_rule: bool) -> Score:
+    """Score one split, printing a row per repository; each repository's tree holds the split's files and those
+    of the `context` splits (scanned, not scored). `details`: list the misses and false alarms."""
+    _header(TITLES[split])
     total = Score()
     for name, root in paths.items():
-        files = [f for f in corpus[name]["files"] if f.get("split") == split]
-        report = scan_files(root, [f["path"] for f in files])
+        entries = corpus[name]["files"]
+        files = [f for f in entries if f.get("split") == split]
+        extra = [f["path"] for f in entries if f.get("split") in context and f.get("split") != split]
+        report = scan_files(root, [f["path"] for f in files] + extra)
         s = score_files(report, files)
         total.add(s)
         print(_row(name, corpus[name]["repo"]["commit"][:12], s))
-        if split == DEVELOPMENT and args.misses:
+        if details:
             for m in s.misses:
                 print(f"    missed      {m}")
             for a in s.alarms:
                 print(f"    false alarm {a}")
     print(_row("overall", "", total))
     print("recall by kind: " + ", ".join(f"{k} {total.found_by_kind[k]}/{n}" for k, n in sorted(total.by_kind.items())))
-    if split == DEVELOPMENT and args.by_rule:
+    if by_rule:
         print("false alarms by rule: " + ", ".join(f"{r} {n}" for r, n in total.alarms_by_rule.most_common()))
+    return total
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("checkouts", nargs="+", metavar="OWNER/NAME=PATH")
+    p.add_argument("--corpus", type=Path, default=CORPUS)
+    p.add_argument("--split", choices=TUNED, action="append",
+                   help="a split to score with details (default: development and held-out, each on its own)")
+    p.add_argument("--fresh-held-out-once", action="store_true",
+                   help="score the fresh held-out split instead: totals and counts per kind only, no lines")
+    p.add_argument("--held-out-once", action="store_true",
+                   help="the old held-out split alone, totals only (the first report's command)")
+    p.add_argument("--misses", action="store_true", help="list every missed line and false alarm (tuned splits)")
+    p.add_argument("--by-rule", action="store_true", help="false alarms per rule (tuned splits)")
+    args = p.parse_args(argv)
+    once = args.fresh_held_out_once or args.held_out_once
+    if args.fresh_held_out_once and args.held_out_once:
+        p.error("--fresh-held-out-once and --held-out-once are two different scorings: give one")
+    if once and (args.misses or args.by_rule or args.split):
+        p.error("a once-only scoring prints totals only: --split, --misses and --by-rule are for the tuned splits")
+    corpus = load_corpus(args.corpus)
+    paths = parse_checkouts(p, args.checkouts, corpus)
+    if args.fresh_held_out_once:
+        score_split(corpus, paths, FRESH, TUNED, details=False, by_rule=False)
+        return 0
+    if args.held_out_once:
+        _header("held-out split")
+        total = Score()
+        for name, root in paths.items():
+            files = [f for f in corpus[name]["files"] if f.get("split") == HELD_OUT]
+            s = score_files(scan_files(root, [f["path"] for f in files]), files)
+            total.add(s)
+            print(_row(name, corpus[name]["repo"]["commit"][:12], s))
+        print(_row("overall", "", total))
+        print("recall by kind: " + ", ".join(f"{k} {total.found_by_kind[k]}/{n}"
+                                             for k, n in sorted(total.by_kind.items())))
+        return 0
+    for i, split in enumerate(args.split or TUNED):
+        if i:
+            print()
+        score_split(corpus, paths, split, TUNED, details=args.misses, by_rule=args.by_rule)
     return 0
 
 
