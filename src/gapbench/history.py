@@ -416,12 +416,14 @@ def _query(db_path, sql: str, args: list) -> list[tuple]:
         conn.close()
 
 
-def run_spread(device: dict, workload: str, variant: dict, *, exclude_runs: tuple[str, ...] = (),
-               db_path: str | os.PathLike | None = None, limit: int = 20, minimum: int = 3) -> tuple[float, int] | None:
+def run_spread(device: dict, workload: str, variant: dict, *, same_as: tuple[dict, ...] = (),
+               exclude_runs: tuple[str, ...] = (), db_path: str | os.PathLike | None = None, limit: int = 20,
+               minimum: int = 3) -> tuple[float, int] | None:
     """How much this row moved between earlier runs of the same stack: (standard deviation of the log values,
     runs) over the last `limit` ok runs of the same workload and variant on the same device product, type,
     torch version and (on the CPU) thread count that the host watch did not flag (a run on a busy host measures
-    the neighbours, not the stack); None with fewer than `minimum` runs or no database."""
+    the neighbours, not the stack); None with fewer than `minimum` runs or no database. same_as: other variants
+    that are this row (as older files wrote it; the caller says which): their runs count too."""
     import math
     import statistics
 
@@ -432,14 +434,14 @@ def run_spread(device: dict, workload: str, variant: dict, *, exclude_runs: tupl
         conn = connect(path)
     except GapbenchError:
         return None
+    variants = list(dict.fromkeys(json.dumps(v, sort_keys=True) for v in (variant, *same_as)))
     try:
         rows = conn.execute(
             "SELECT m.value, r.run_id, r.device_json FROM measurements m JOIN runs r ON r.run_id = m.run_id "
-            "WHERE m.workload = ? AND m.variant = ? AND m.status = 'ok' AND m.value > 0 AND m.flag IS NULL "
-            "AND r.device_type IS ? "
+            f"WHERE m.workload = ? AND m.variant IN ({', '.join('?' * len(variants))}) AND m.status = 'ok' "
+            "AND m.value > 0 AND m.flag IS NULL AND r.device_type IS ? "
             "AND r.device_product IS ? AND r.torch_version IS ? ORDER BY r.started_at DESC, m.id DESC",
-            (workload, json.dumps(variant, sort_keys=True), device.get("type"), device.get("product"),
-             device.get("torch"))).fetchall()
+            (workload, *variants, device.get("type"), device.get("product"), device.get("torch"))).fetchall()
     except sqlite3.Error:
         return None
     finally:

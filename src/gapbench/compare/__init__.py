@@ -18,6 +18,7 @@ from collections import Counter
 from gapbench import specs as specs_mod
 from gapbench.compare.frontier import frontiers_side
 from gapbench.compare.gaps import Gap, HistoryChoice, Spread, gap_pct, intervals_overlap, judge, pair_spread, row_spread
+from gapbench.compare.keys import as_row, row_key, row_variant
 from gapbench.compare.model import (
     Cell,
     ClassLead,
@@ -76,10 +77,6 @@ def parse_prices(items: list[str] | None) -> dict[str, float]:
     return out
 
 
-def _row_key(m: Measurement) -> tuple[str, str]:
-    return m.workload, json.dumps(m.variant, sort_keys=True, separators=(",", ":"), default=str)
-
-
 def _as_result_set(x) -> ResultSet:
     if isinstance(x, ResultSet):
         return x
@@ -123,7 +120,7 @@ def merge_result_sets(group: list[ResultSet]) -> ResultSet:
                        coverage=next((rs.coverage for rs in group if rs.coverage), None),
                        frameworks=next((rs.frameworks for rs in group if rs.frameworks), None),
                        options=dict(first.options) | {"files": [rs.path or rs.run_id for rs in group]})
-    merged.measurements = merge_runs([rs.measurements for rs in group])
+    merged.measurements = merge_runs([[as_row(m) for m in rs.measurements] for rs in group])  # one row, one key
     merged.path = first.path
     merged.merged_from = [rs.run_id for rs in group]
     return merged
@@ -291,7 +288,7 @@ def _line_up(all_sets: list[ResultSet]) -> tuple[list[tuple[str, str]], list[dic
     for rs in all_sets:
         table: dict[tuple[str, str], Measurement] = {}
         for m in rs.measurements:
-            k = _row_key(m)
+            k = row_key(m.workload, m.variant)
             if k not in table or (not table[k].ok and m.ok):  # a retried variant: keep the ok result
                 table[k] = m
             order.setdefault(k, None)
@@ -322,8 +319,9 @@ def _rows(platforms: list[Platform], base_i: int, order, by_set, history: Histor
         probe = lead if (lead.flops is not None or lead.bytes is not None) else next(
             (m for m in ms if m is not None and (m.flops is not None or m.bytes is not None)), lead)
         bound, ai = row_bound(probe, ridges[d], ms)
-        rows.append(Row(first.workload, first.variant, lead.unit, hib, cells, gaps, ai, bound,
-                        published_for(specs, base_i, first.workload, first.variant)))
+        variant = row_variant(first.workload, first.variant)
+        rows.append(Row(first.workload, variant, lead.unit, hib, cells, gaps, ai, bound,
+                        published_for(specs, base_i, first.workload, variant)))
     return rows
 
 

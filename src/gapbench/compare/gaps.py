@@ -24,6 +24,7 @@ import math
 import os
 from dataclasses import dataclass
 
+from gapbench.compare.keys import spellings
 from gapbench.results import Measurement
 from gapbench.stats import Stats, compare_runs
 
@@ -66,12 +67,14 @@ HistoryChoice = bool | str | os.PathLike  # use the history (the default databas
 def row_spread(identity: dict, workload: str, variant: dict, history: HistoryChoice = True,
                exclude_runs: tuple[str, ...] = ()) -> Spread:
     """The run-to-run spread of one row on one stack: what the history measured for it (its unflagged runs, three
-    or more), else the default of the device class. history: False never reads it; a path reads that file."""
+    or more), else the default of the device class. history: False never reads it; a path reads that file. The
+    runs of the row under every variant files have written for it count (compare.keys.spellings)."""
     if history is not False:
         from gapbench.history import run_spread
 
         db = None if history is True else history
-        found = run_spread(identity, workload, variant, exclude_runs=exclude_runs, db_path=db)
+        found = run_spread(identity, workload, variant, same_as=tuple(spellings(workload, variant)[1:]),
+                           exclude_runs=exclude_runs, db_path=db)
         if found is not None:
             return Spread(found[0], "history", found[1])
     return class_default(identity.get("type"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 
 from gapbench import specs as specs_mod
+from gapbench.compare.keys import row_variant
 from gapbench.errors import GapbenchError
 from gapbench.results import Measurement, ResultSet
 
@@ -85,8 +86,9 @@ def reference_result_set(name: str, like: list[ResultSet] | None = None) -> Resu
         targets: list[dict] = []
         for rs in like or []:
             for m in rs.measurements:
-                if m.workload == ref.workload and reference_matches(ref.variant, m.variant) and m.variant not in targets:
-                    targets.append(m.variant)
+                v = row_variant(m.workload, m.variant)
+                if m.workload == ref.workload and reference_matches(ref.variant, v) and v not in targets:
+                    targets.append(v)
         for variant in targets or [ref.variant]:
             ms.append(Measurement(workload=ref.workload, variant=dict(variant), unit=ref.unit, value=ref.value,
                                   higher_is_better=ref.higher_is_better, metrics=dict(meta)))

@@ -10,6 +10,7 @@ import statistics
 from gapbench import specs
 from gapbench.compare import percent_of_peak, platform_identity
 from gapbench.compare.gaps import Spread, class_default, judge_runs
+from gapbench.compare.keys import row_variant
 from gapbench.report.kit import (
     FLAGGED_MARK,
     Table,
@@ -119,7 +120,10 @@ def _spreads(rows) -> dict:
 
 
 def _key(r) -> tuple:
-    return (r.device_product, r.threads, r.torch_version, json.dumps(r.variant, sort_keys=True), r.preset)
+    """One row of one stack: its variant as compare matches rows (compare.keys.row_variant: an fp8 gemm row of a
+    file written before gemm named its accumulation is the "fp32" one)."""
+    return (r.device_product, r.threads, r.torch_version, json.dumps(row_variant(r.workload, r.variant),
+                                                                     sort_keys=True), r.preset)
 
 
 def history_table(workload: str, rows) -> Table:
