@@ -50,8 +50,9 @@ def test_paths_the_test_accelerator_lacks_are_unsupported_and_tuning_is_timed_ap
     again = run(tmp_path, "-w", "gemm-libs:tiny", "--dtype", "fp32", "--variant-budget", "1", name="again.json")
     kept = again["tunableop"]["metrics"]
     assert again["tunableop"]["status"] == "ok"
-    assert kept["tuned_new"] == 0 and kept["tuned_known"] == 1  # the shape's result came from the file
-    assert kept["tuning_s"] < tuned["tuning_s"] / 5
+    # the shape's result came from the file: nothing was tuned again (its tuning time is not compared with the
+    # first run's: at 128³ a hundred calls per candidate take milliseconds, which a loaded host blurs)
+    assert kept["tuned_new"] == 0 and kept["tuned_known"] == 1
 
 
 @pytest.mark.slow
