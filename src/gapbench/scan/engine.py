@@ -14,11 +14,13 @@ import warnings
 from collections.abc import Iterable
 
 from gapbench.scan import cuda_api
+from gapbench.scan.branches import in_ranges
 from gapbench.scan.findings import FileResult, Finding, Note
 from gapbench.scan.match_cpp import CppRules
 from gapbench.scan.match_notebook import scan_notebook
 from gapbench.scan.match_python import PythonRules, _short
 from gapbench.scan.match_text import CPP_CUDA_HINT, TextRules, is_makefile, mask_hash_comments, mask_make_messages
+from gapbench.scan.match_yaml import YamlRules
 from gapbench.scan.reading import Unreadable, open_regular, read_fd
 from gapbench.scan.rules import RuleSet, load_rules
 from gapbench.scan.walker import Entry
@@ -64,6 +66,7 @@ class Matcher:
         self.python = PythonRules(ruleset)
         self.text = TextRules(ruleset)
         self.cpp = CppRules(ruleset, self.text)
+        self.yaml = YamlRules(ruleset)
         self.max_bytes = max_bytes
 
     def scan_file(self, entry: Entry, kinds: tuple[str, ...]) -> FileResult:
@@ -135,8 +138,26 @@ class Matcher:
                 masked = mask_hash_comments(text)
                 if kind == "build" and is_makefile(name):
                     masked = mask_make_messages(masked)
-                raw += [(m.rule.id, m.line, m.col, m.text, False, 0) for m in self.text.match(kind, name, masked)]
+                found = self.text.match(kind, name, masked)
+                if kind == "build" and name.lower().endswith((".yml", ".yaml")):
+                    found = self._workflow(text, found)
+                raw += [(m.rule.id, m.line, m.col, m.text, m.ported, 0) for m in found]
         return raw
+
+    def _workflow(self, text: str, found: list) -> list:
+        """A CI workflow's line findings with what its structure adds: findings on label lines dropped, CUDA axes
+        and CUDA-only conditions added, steps run only for another stack marked already ported."""
+        facts = self.yaml.facts(text)
+        if facts is None:
+            return found
+        found = [m for m in found if m.line not in facts.quiet]
+        lines = {m.line for m in found}
+        found += [m for m in facts.found if m.line not in lines]
+        if facts.ported:
+            ranges = sorted(facts.ported)
+            for m in found:
+                m.ported = m.ported or in_ranges(ranges, m.line)
+        return found
 
     def _python(self, rel: str, text: str, res: FileResult,
                 present: frozenset[str] | None = None) -> list[tuple[str, int, int, str, bool, int]]:

@@ -85,7 +85,8 @@ class TextMatch:
 
 class TextRules:
     def __init__(self, ruleset: RuleSet):
-        self.by_kind = {k: ruleset.of_kind(k) for k in ("deps", "cpp", "build")}
+        # structural rules are found by their readers (match_yaml, match_build), not as line patterns
+        self.by_kind = {k: [r for r in ruleset.of_kind(k) if not r.structure] for k in ("deps", "cpp", "build")}
 
     def match(self, kind: str, name: str, masked: str, starts: list[int] | None = None) -> list[TextMatch]:
         found = []

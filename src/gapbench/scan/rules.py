@@ -28,6 +28,13 @@ VERDICT_HELP = {
 PYTHON_KINDS = ("python-attr", "python-method", "python-string", "python-import")
 TEXT_KINDS = ("deps", "cpp", "build")
 KINDS = PYTHON_KINDS + TEXT_KINDS
+# Structural readers of build files and what a rule's pattern is tested on there (docs/scan.md).
+STRUCTURES = {
+    "yaml-key": "a key of a CI workflow mapping whose value is set (matrix axes, inputs, with:, env:)",
+    "yaml-if": "a name in a CI step's or job's `if:` condition that the condition requires",
+    "cmake-command": "a CMake command's name and arguments, its continuation lines joined",
+    "make-variable": "a Makefile variable's name, where it is assigned",
+}
 DEFAULT_RULES = Path(__file__).with_name("rules.toml")
 NO_HIP_SUFFIX = "-no-hip"
 MAX_RULES_BYTES = 4 * 2**20    # the packaged rules are about 60 KiB
@@ -52,6 +59,8 @@ class Rule:
     no_hip: str = ""                     # cpp: ROCm verdict for names of `api` that HIP has no equivalent of
     uses: bool = False                   # python-import: also every use of what the import binds
     each: bool = False                   # every match is its own finding, even several in one statement
+    structure: str = ""                  # build: found by a structural reader (STRUCTURES), its pattern tested on
+                                         # what that reader hands it (a YAML key, a CMake command), not on lines
     regex: re.Pattern | None = field(default=None, compare=False, repr=False)
 
     def severity(self, target: str) -> int:
@@ -71,6 +80,9 @@ class RuleSet:
 
     def of_kind(self, kind: str) -> list[Rule]:
         return [r for r in self.rules.values() if kind in r.kinds]
+
+    def structural(self, structure: str) -> list[Rule]:
+        return [r for r in self.rules.values() if r.structure == structure]
 
     def api_rules(self) -> dict[str, tuple[Rule, Rule]]:
         """CUDA API library -> (its rule, the rule for its names that have no HIP equivalent)."""
@@ -110,6 +122,10 @@ def _rule_from_table(t: dict, where: str) -> Rule:
     match = _as_tuple(t.get("match"), f"{where}: match")
     pattern = t.get("pattern", "")
     api = _as_tuple(t.get("api"), f"{where}: api")
+    structure = t.get("structure", "")
+    if structure and (structure not in STRUCTURES or kinds != ("build",) or not pattern):
+        raise GapbenchError(f"{where}: structure must be one of {', '.join(STRUCTURES)}, on a build rule with a "
+                            f"pattern")
     _check_shape(where, kinds, match, pattern, api, t.get("no_hip", ""))
     regex = None
     if pattern:
@@ -122,7 +138,7 @@ def _rule_from_table(t: dict, where: str) -> Rule:
                 keyword=t.get("keyword", ""), call=bool(t.get("call", True)),
                 files=_as_tuple(t.get("files"), f"{where}: files"), hint=_as_tuple(t.get("hint"), f"{where}: hint"),
                 group=str(t.get("group", "")), api=api, no_hip=t.get("no_hip", ""), uses=bool(t.get("uses", False)),
-                each=bool(t.get("each", False)), regex=regex)
+                each=bool(t.get("each", False)), structure=structure, regex=regex)
 
 
 def _check_shape(where: str, kinds: tuple[str, ...], match: tuple[str, ...], pattern: str, api: tuple[str, ...],

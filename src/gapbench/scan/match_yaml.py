@@ -1,0 +1,211 @@
+"""CI workflows read as YAML (PyYAML's composer: nodes with their lines, nothing constructed, no tag run).
+
+What the line patterns cannot see in a workflow, found here:
+
+- the keys that make CUDA an axis of the build: a matrix's `cuda: ["11.8", "12.1"]`, its `include:`/`exclude:`
+  rows (`- { cuda: '12.1.0', torch: '2.4.0' }`), a reusable workflow's `cuda-version` input, the `with:` that
+  passes it on; one finding per line a person would edit (each row, each item of a block list), none where the
+  value is empty (`cuda: ''` on a ROCm row) or says "no CUDA" (`false`, `cpu`, `none`);
+- `if:` conditions that run a step or job only for CUDA (`matrix.cuda != ''`, `inputs.cuda-version != 'cpu'`);
+- steps and jobs whose `if:` runs them only for another stack (`matrix.rocm != ''`): their lines are a port
+  branch, already ported;
+- the lines that only label (a step's `name:`, `id:`, a cache `key:`, a `description:`): a CUDA version in a
+  step's title is no lock-in, so the line patterns' findings there are dropped.
+
+`run:` and `script:` bodies stay with the line patterns (they are shell lines). A file that does not parse, or
+is not a CI workflow (no `jobs`, `steps`, `stages`, `runs` at its top), is left to the line patterns alone.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from gapbench.scan.branches import is_port_name
+from gapbench.scan.match_python import _short
+from gapbench.scan.match_text import TextMatch
+from gapbench.scan.rules import Rule, RuleSet
+
+try:   # a dependency (pyproject); without it a workflow is read by the line patterns alone
+    import yaml
+    _LOADER = getattr(yaml, "CSafeLoader", None) or yaml.SafeLoader
+except ImportError:     # pragma: no cover - declared in pyproject.toml
+    yaml = None
+
+# Top-level keys of a CI document: GitHub Actions (jobs, on; a composite action's runs), GitLab (stages),
+# Azure Pipelines / Buildkite / Drone (steps, stages, jobs), CircleCI (workflows, jobs).
+_CI_KEYS = frozenset({"jobs", "steps", "stages", "runs", "workflows", "pipelines"})
+# Keys whose value only labels a step, a job or a cache: no line a port edits.
+_LABEL_KEYS = frozenset({"name", "id", "description", "run-name", "key", "restore-keys", "title", "summary",
+                         "label", "group", "display_name", "displayName"})
+# A value that says "no CUDA here".
+_OFF = frozenset({"", "false", "no", "off", "none", "null", "~", "cpu", "0", "[]"})
+# `${{ ... }}` wrappers and the operators of an Actions expression.
+_EXPR = re.compile(r"^\s*\$\{\{(.*)\}\}\s*$", re.DOTALL)
+_OR_AND = re.compile(r"\|\||&&")
+_CONTEXT_NAME = re.compile(r"!?\s*\b(?:matrix|inputs|env|vars|needs\.[\w-]+\.outputs|steps\.[\w-]+\.outputs)"
+                           r"\.([\w-]+)")
+_EMPTY_OR_OFF = re.compile(r"""^\s*(?:''|""|'cpu'|"cpu"|false|'false'|'none'|null)\s*$""", re.IGNORECASE)
+MAX_NODES = 200_000     # a document larger than this (in nodes) is left to the line patterns
+
+
+@dataclass
+class YamlFacts:
+    found: list[TextMatch] = field(default_factory=list)
+    quiet: set[int] = field(default_factory=set)     # lines that only label: line findings there are dropped
+    ported: list[tuple[int, int]] = field(default_factory=list)   # steps/jobs run only for another stack
+
+
+class YamlRules:
+    def __init__(self, ruleset: RuleSet):
+        self.keys = ruleset.structural("yaml-key")
+        self.ifs = ruleset.structural("yaml-if")
+
+    def facts(self, text: str) -> YamlFacts | None:
+        """What the workflow's structure says, or None when the text is no CI workflow PyYAML can read."""
+        if yaml is None:
+            return None
+        try:
+            docs = list(yaml.compose_all(text, Loader=_LOADER))
+        except (yaml.YAMLError, RecursionError, MemoryError, ValueError):
+            return None
+        if not any(_is_ci(d) for d in docs):
+            return None
+        walk = _Walk(self)
+        try:
+            for d in docs:
+                if _is_ci(d):
+                    walk.node(d)
+        except (RecursionError, _TooLarge):
+            return None
+        walk.facts.quiet -= walk.busy
+        return walk.facts
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def _is_ci(doc) -> bool:
+    return isinstance(doc, yaml.MappingNode) and any(
+        isinstance(k, yaml.ScalarNode) and k.value in _CI_KEYS for k, _ in doc.value)
+
+
+def _line(node) -> int:
+    return node.start_mark.line + 1
+
+
+def _last_line(node) -> int:
+    end = node.end_mark
+    return max(_line(node), end.line + (1 if end.column > 0 else 0))
+
+
+def _off(node) -> bool:
+    if isinstance(node, yaml.ScalarNode):
+        return node.value.strip().lower() in _OFF
+    return not node.value
+
+
+class _Walk:
+    """One pass over the nodes (an alias's node is visited once: a YAML bomb stays linear)."""
+
+    def __init__(self, rules: YamlRules):
+        self.rules = rules
+        self.facts = YamlFacts()
+        self.seen: set[int] = set()
+        self.flagged: set[int] = set()
+        self.busy: set[int] = set()     # lines where a key that is not a label starts
+
+    def node(self, root) -> None:
+        stack = [root]
+        while stack:
+            n = stack.pop()
+            if id(n) in self.seen:
+                continue
+            self.seen.add(id(n))
+            if len(self.seen) > MAX_NODES:
+                raise _TooLarge
+            if isinstance(n, yaml.MappingNode):
+                self._mapping(n)
+                stack.extend(v for _, v in reversed(n.value))
+            elif isinstance(n, yaml.SequenceNode):
+                stack.extend(reversed(n.value))
+
+    def _add(self, rule: Rule, line: int, col: int, shown: str) -> None:
+        if line not in self.flagged:
+            self.flagged.add(line)
+            self.facts.found.append(TextMatch(rule, line, col, _short(shown)))
+
+    def _mapping(self, n) -> None:
+        for k, v in n.value:
+            if not isinstance(k, yaml.ScalarNode):
+                continue
+            key = k.value
+            if key in _LABEL_KEYS and isinstance(v, yaml.ScalarNode):
+                self.facts.quiet.update(range(_line(v), _last_line(v) + 1))
+                continue
+            self.busy.add(_line(k))
+            if key == "if" and isinstance(v, yaml.ScalarNode):
+                self._condition(n, k, v)
+                continue
+            rule = next((r for r in self.rules.keys if r.regex.search(key)), None)
+            if rule is not None and not _off(v):
+                self._axis(rule, k, v)
+
+    def _axis(self, rule: Rule, k, v) -> None:
+        """A CUDA key with a value: its line, or each line of a block list's items."""
+        if isinstance(v, yaml.SequenceNode) and not v.flow_style:
+            for item in v.value:
+                if not _off(item):
+                    self._add(rule, _line(item), item.start_mark.column, f"{k.value}: {_scalar(item)}")
+            return
+        self._add(rule, _line(k), k.start_mark.column, f"{k.value}: {_scalar(v)}")
+
+    def _condition(self, owner, k, v) -> None:
+        cond = v.value
+        m = _EXPR.match(cond)
+        if m:
+            cond = m.group(1)
+        for rule in self.rules.ifs:
+            if _requires(cond, lambda name, r=rule: bool(r.regex.search(name))):
+                self._add(rule, _line(k), k.start_mark.column, f"if: {cond.strip()}")
+                break
+        if _requires(cond, is_port_name):
+            self.facts.ported.append((_line(owner), _last_line(owner)))
+
+
+def _scalar(node) -> str:
+    if isinstance(node, yaml.ScalarNode):
+        return node.value
+    if isinstance(node, yaml.SequenceNode):
+        return "[" + ", ".join(_scalar(i) for i in node.value[:4]) + (", ..." if len(node.value) > 4 else "") + "]"
+    return "{...}"
+
+
+def _requires(cond: str, names) -> bool:
+    """Whether the condition holds only where a context value the `names` test picks is set: one of its terms
+    (all of them when they are joined by `||`) tests such a value for being set (`matrix.cuda != ''`,
+    `inputs.cuda-version != 'cpu'`, `matrix.rocm`, `startsWith(matrix.cuda, '12')`)."""
+    ops = set(_OR_AND.findall(cond))
+    terms = _OR_AND.split(cond)
+    got = [_term_sets(t, names) for t in terms]
+    if "||" in ops:
+        return all(got) and "&&" not in ops
+    return any(got)
+
+
+def _term_sets(term: str, names) -> bool:
+    term = term.strip().strip("()").strip()
+    m = _CONTEXT_NAME.search(term)
+    if m is None or not names(m.group(1)):
+        return False
+    negated = m.group(0).lstrip().startswith("!")
+    rest = term[m.end():].strip().rstrip(")").strip()
+    if not rest:
+        return not negated
+    if rest.startswith("!="):
+        return not negated and bool(_EMPTY_OR_OFF.match(rest[2:]))
+    if rest.startswith("=="):
+        return not negated and not _EMPTY_OR_OFF.match(rest[2:])
+    before = term[:m.start()]
+    return not negated and bool(re.search(r"\b(?:startsWith|contains|endsWith)\s*\(\s*$", before))
