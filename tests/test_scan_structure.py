@@ -43,3 +43,30 @@ def test_structural_rules_are_checked():
             load_rules([bad])
     finally:
         bad.unlink()
+
+
+def test_cmake_commands(report):
+    got = hits(report, "cmake/CMakeLists.txt")
+    lines = {line for line, _, _ in got}
+    assert (5, "build-cmake-cuda-backend", False) in got            # if(${BACKEND} STREQUAL "cuda")
+    assert (21, "build-cuda-arch-numbers", False) in got            # DISPATCH_COMPUTE=90
+    assert {3, 6, 12, 14, 17, 20} <= lines
+    # not: an option's doc string (2), the cache doc string (4), a switch turned off (7, 9) or only tested (11),
+    # a message (13), the later lines of a command already flagged at its first (18)
+    assert not lines & {2, 4, 7, 9, 11, 13, 18}
+    (first,) = [f for f in report.findings if f.path == "cmake/CMakeLists.txt" and f.line == 17][:1]
+    assert first.last_line == 19                                    # the set_target_properties(...) it stands for
+
+
+def test_makefile_variables(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "make/Makefile")}
+    assert (3, "build-make-cuda-variable") in got                   # SM_ARCH := 80
+    assert {1, 2, 6, 10} <= {line for line, _ in got}
+    assert not {line for line, _ in got} & {4, 5, 7}                # CXXFLAGS, a flag list's first line, $(info)
+
+
+def test_build_script_variables_and_options(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "scripts/build_cuda.sh")}
+    assert {(3, "build-cuda-variable"), (4, "build-cuda-arch-numbers"), (6, "build-cuda-variable"),
+            (8, "build-cuda-backend-option"), (9, "build-cuda-packages")} <= got
+    assert not any(line == 7 for line, _ in got)                    # a switch that skips the CUDA build

@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from gapbench.scan import cuda_api
 from gapbench.scan.branches import in_ranges
 from gapbench.scan.findings import FileResult, Finding, Note
+from gapbench.scan.match_build import BuildRules
 from gapbench.scan.match_cpp import CppRules
 from gapbench.scan.match_notebook import scan_notebook
 from gapbench.scan.match_python import PythonRules, _short
@@ -67,6 +68,7 @@ class Matcher:
         self.text = TextRules(ruleset)
         self.cpp = CppRules(ruleset, self.text)
         self.yaml = YamlRules(ruleset)
+        self.build = BuildRules(ruleset)
         self.max_bytes = max_bytes
 
     def scan_file(self, entry: Entry, kinds: tuple[str, ...]) -> FileResult:
@@ -139,10 +141,21 @@ class Matcher:
                 if kind == "build" and is_makefile(name):
                     masked = mask_make_messages(masked)
                 found = self.text.match(kind, name, masked)
-                if kind == "build" and name.lower().endswith((".yml", ".yaml")):
-                    found = self._workflow(text, found)
-                raw += [(m.rule.id, m.line, m.col, m.text, m.ported, 0) for m in found]
+                if kind == "build":
+                    found = self._structure(name, text, masked, found)
+                raw += [(m.rule.id, m.line, m.col, m.text, m.ported, m.last) for m in found]
         return raw
+
+    def _structure(self, name: str, text: str, masked: str, found: list) -> list:
+        """A build file's line findings read through its structure, where it has a reader (CI YAML, CMake, make)."""
+        low = name.lower()
+        if low.endswith((".yml", ".yaml")):
+            return self._workflow(text, found)
+        if low == "cmakelists.txt" or low.endswith(".cmake"):
+            return self.build.cmake_file(text, found)
+        if is_makefile(name):
+            return self.build.makefile(masked, found)
+        return found
 
     def _workflow(self, text: str, found: list) -> list:
         """A CI workflow's line findings with what its structure adds: findings on label lines dropped, CUDA axes

@@ -103,4 +103,7 @@ class TextRules:
                     continue
                 line, col = _position(starts, m.start())
                 found.append(TextMatch(r, line, col, _short(m.group(0))))
+        if any(m.rule.fallback for m in found):
+            taken = {m.line for m in found if not m.rule.fallback}
+            found = [m for m in found if not m.rule.fallback or m.line not in taken]
         return found

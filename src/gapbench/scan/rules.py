@@ -59,6 +59,7 @@ class Rule:
     no_hip: str = ""                     # cpp: ROCm verdict for names of `api` that HIP has no equivalent of
     uses: bool = False                   # python-import: also every use of what the import binds
     each: bool = False                   # every match is its own finding, even several in one statement
+    fallback: bool = False               # text kinds: reported only on lines no other rule reports
     structure: str = ""                  # build: found by a structural reader (STRUCTURES), its pattern tested on
                                          # what that reader hands it (a YAML key, a CMake command), not on lines
     regex: re.Pattern | None = field(default=None, compare=False, repr=False)
@@ -138,7 +139,8 @@ def _rule_from_table(t: dict, where: str) -> Rule:
                 keyword=t.get("keyword", ""), call=bool(t.get("call", True)),
                 files=_as_tuple(t.get("files"), f"{where}: files"), hint=_as_tuple(t.get("hint"), f"{where}: hint"),
                 group=str(t.get("group", "")), api=api, no_hip=t.get("no_hip", ""), uses=bool(t.get("uses", False)),
-                each=bool(t.get("each", False)), structure=structure, regex=regex)
+                each=bool(t.get("each", False)), fallback=bool(t.get("fallback", False)),
+                structure=structure, regex=regex)
 
 
 def _check_shape(where: str, kinds: tuple[str, ...], match: tuple[str, ...], pattern: str, api: tuple[str, ...],
