@@ -41,7 +41,7 @@ from gapbench.compare.rates import (
     time_per_iter,
 )
 from gapbench.compare.ratios import library_ratios
-from gapbench.compare.references import published_for, reference_matches, reference_result_set
+from gapbench.compare.references import published_for, reference_matches, reference_result_set, unstated_lines
 from gapbench.compare.sides import coverage_side, frameworks_side
 from gapbench.compare.takeaway import ridge_of, takeaway
 from gapbench.errors import GapbenchError
@@ -370,6 +370,7 @@ def compare(result_sets, baseline=None, labels: list[str] | None = None, refs: l
     warnings = [] if len(all_sets) >= 2 else ["only one input: showing its values, no gaps"]
     warnings += _input_warnings(sets, names)
     warnings += _label_warnings(labels, sets)
+    warnings += unstated_lines(ref_sets)
     platforms = _platforms(all_sets, names, prices or {})
     rows = _rows(platforms, base_i, *_line_up(all_sets), history=history, allow_flagged=allow_flagged)
     rows = [r for r in rows if r.workload != NUMERICS]  # compared layer by layer instead (comp.numerics)

@@ -16,10 +16,18 @@ def _dtype_equal(a, b) -> bool:
     return (na or str(a)) == (nb or str(b))
 
 
+# a reference variant's value for what its source does not say (the accumulation of an fp8 GEMM figure): it
+# matches every measured value of that key, and compare says which ones it stands beside (unstated_lines)
+UNSTATED = "unknown"
+
+
 def reference_matches(ref_variant: dict, variant: dict) -> bool:
     """A reference row stands in for a measured variant when each of its keys is there with the same value, or
-    one of the values of a list (dtype names normalised); the measured variant's other keys are free."""
+    one of the values of a list (dtype names normalised); the measured variant's other keys are free. A key the
+    source leaves unsaid (UNSTATED) matches any value."""
     for k, want in ref_variant.items():
+        if want == UNSTATED:
+            continue
         if k not in variant:
             return False
         options = want if isinstance(want, list) else [want]
@@ -55,11 +63,18 @@ def datasheet_peak(ref, spec) -> dict | None:
     return {"peak": peak, "what": f"{what} of {spec.name}", "peak_unit": "TFLOP/s" if u in FLOP_UNITS else "TB/s"}
 
 
+def same_row(a: dict, b: dict) -> bool:
+    """Two reference variants of one row: the same keys with the same values, where a value one source leaves
+    unsaid (UNSTATED) is any."""
+    return a.keys() == b.keys() and all(a[k] == b[k] or UNSTATED in (a[k], b[k]) for k in a)
+
+
 def measured_instead(ref, refs: list) -> list[dict]:
-    """The measured max-achievable figures gapbench knows for the same platform and row (other collections)."""
-    return [{"value": r.value, "unit": r.unit, "source": r.source, "note": r.note} for r in refs
-            if r is not ref and r.platform == ref.platform and r.workload == ref.workload
-            and r.collection != ref.collection and r.variant == ref.variant]
+    """The measured max-achievable figures gapbench knows for the same platform and row (other collections); for
+    a figure whose source leaves its accumulation unsaid, those of every accumulation (each note says which)."""
+    return [{"value": r.value, "unit": r.unit, "source": r.source, "note": r.note, "variant": dict(r.variant)}
+            for r in refs if r is not ref and r.platform == ref.platform and r.workload == ref.workload
+            and r.collection != ref.collection and same_row(ref.variant, r.variant)]
 
 
 def reference_result_set(name: str, like: list[ResultSet] | None = None) -> ResultSet:
@@ -89,6 +104,9 @@ def reference_result_set(name: str, like: list[ResultSet] | None = None) -> Resu
                 v = row_variant(m.workload, m.variant)
                 if m.workload == ref.workload and reference_matches(ref.variant, v) and v not in targets:
                     targets.append(v)
+        unstated = [k for k, v in ref.variant.items() if v == UNSTATED]
+        if unstated and targets:
+            meta["unstated"] = {k: list(dict.fromkeys(str(t.get(k)) for t in targets)) for k in unstated}
         for variant in targets or [ref.variant]:
             ms.append(Measurement(workload=ref.workload, variant=dict(variant), unit=ref.unit, value=ref.value,
                                   higher_is_better=ref.higher_is_better, metrics=dict(meta)))
@@ -96,6 +114,26 @@ def reference_result_set(name: str, like: list[ResultSet] | None = None) -> Resu
               "vendor": spec.vendor if spec else "", "collection": name.partition("@")[2] or None}
     return ResultSet(host={}, device=device, measurements=ms, suite=None, label=f"{name} (published)",
                      run_id=f"reference-{name}", complete=True)
+
+
+def unstated_lines(ref_sets: list[ResultSet]) -> list[str]:
+    """One line per published figure whose source leaves a key of its row unsaid (an fp8 GEMM figure's
+    accumulation) and that stands beside measured rows: which values of that key it stands beside, every one."""
+    out = []
+    for rs in ref_sets:
+        seen: set[str] = set()
+        for m in rs.measurements:
+            unstated = (m.metrics or {}).get("unstated")
+            ref_variant = (m.metrics or {}).get("reference_variant") or {}
+            key = f"{m.workload} {sorted(ref_variant.items(), key=str)}"
+            if not unstated or key in seen:
+                continue
+            seen.add(key)
+            what = ", ".join(f"{k}={v}" for k, v in ref_variant.items() if v != UNSTATED)
+            for k, values in unstated.items():
+                out.append(f"{rs.label}: the source of its {m.workload} {what} figure does not say its {k}; it "
+                           f"stands beside each of your rows it could be ({', '.join(f'{k}={v}' for v in values)})")
+    return out
 
 
 def published_for(specs: list, baseline: int, workload: str, variant: dict) -> dict:
