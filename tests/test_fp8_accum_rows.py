@@ -75,3 +75,36 @@ def test_the_history_spread_and_table_count_old_runs_as_the_fp32_row(tmp_path):
     new_fp32 = next(c for (label, v), c in change.items() if label == "new" and "fp32" in v)
     assert "+6.8%" in new_fp32  # against the old file's last run, 590
     assert next(c for (label, v), c in change.items() if label == "new" and "fast" in v) == "—"
+
+
+def sweep_row(accum: str | None, tflops: float):
+    """An fp8 sweep row whose probe found `tflops` at 4096³."""
+    m = fp8(tflops, accum)
+    variant = {"dtype": "fp8", "sweep": "max"} | ({"accum": accum} if accum else {})
+    return m.replace(variant=variant, metrics={**m.metrics, "sweep": [{"m": 4096, "n": 4096, "k": 4096,
+                                                                       "tflops": tflops}]})
+
+
+def test_assess_prices_fp8_by_the_fp32_rows_and_keeps_the_fast_ones_beside():
+    from gapbench.assess.rates import platform_rates
+
+    rs = result_set([fp8(600.0, "fp32"), fp8(900.0, "fast"), fp8(650.0, size=2048),  # the last: an old file's
+                     sweep_row("fp32", 700.0), sweep_row("fast", 1000.0)], device=H100, label="h100")
+    pr = platform_rates(rs)
+    assert sorted(p.rate.value / 1e12 for p in pr.gemm["fp8"]) == [600.0, 650.0, 700.0]
+    assert sorted(p.rate.value / 1e12 for p in pr.gemm_fast_accum["fp8"]) == [900.0, 1000.0]
+    at = pr.gemm_rate("fp8", (1024, 1024, 1024))
+    assert at.rate.value == pytest.approx(600e12)  # the fp32 row, not the faster fast one of the same shape
+    assert at.rate.source == "gemm fp8 accum fp32 1024x1024x1024"
+    assert pr.gemm_rate("fp8", (2048, 2048, 2048)).rate.source == "gemm fp8 accum fp32 2048x2048x2048"
+
+
+def test_the_takeaway_counts_each_fp8_shape_once():
+    a = result_set([fp8(600.0, "fp32"), fp8(900.0, "fast"), fp8(1200.0, "fp32", size=2048),
+                    fp8(1800.0, "fast", size=2048)], device=H100, label="a", run_id="a")
+    b = result_set([fp8(660.0, "fp32"), fp8(990.0, "fast"), fp8(1320.0, "fp32", size=2048),
+                    fp8(1980.0, "fast", size=2048)], device=gpu_device("NVIDIA H200"), label="b", run_id="b")
+    comp = compare([a, b], history=False)
+    assert len(comp.rows) == 4  # every row is in the table, the fast ones beside the fp32 ones
+    (side,) = comp.takeaway.platforms
+    assert sum(c.rows for c in side.classes) == 2 and side.not_comparable == 0

@@ -1,7 +1,11 @@
 """What a results file says a platform sustains, per class of work, each rate with its uncertainty:
 
   gemm        FLOP/s per dtype at every measured shape: the fixed-shape rows, and every probe shape of the
-              sweep rows (metrics.sweep; the finalists' full timings where the sweep has them)
+              sweep rows (metrics.sweep; the finalists' full timings where the sweep has them). fp8: the rows of
+              fp32 accumulation (use_fast_accum=False; a file's fp8 row without `accum` is one), the
+              like-for-like fp8 GEMM between stacks since ROCm and XPU measure only it; the rows of fast
+              accumulation are kept beside them (`gemm_fast_accum`), never priced, averaged or mixed in
+              (compare.keys.beside_only), so a CUDA file and a ROCm file are priced by the same accumulation
   conv        FLOP/s of convolutions per dtype and pass at each measured im2col (m, n, k) and kernel size (3×3,
               1×1)
   attention   FLOP/s of scaled-dot-product attention per dtype and pass (forward, backward) at each measured
@@ -27,6 +31,7 @@ from dataclasses import dataclass, field
 
 from gapbench.compare import platform_identity
 from gapbench.compare.gaps import RUN_TO_RUN_SPREAD
+from gapbench.compare.keys import ACCUM, beside_only, row_variant
 from gapbench.compare.rates import is_end_to_end
 from gapbench.results import Measurement, ResultSet
 from gapbench.stats import normal_quantile
@@ -79,7 +84,8 @@ class PlatformRates:
     path: str | None
     device_type: str
     run_id: str = ""
-    gemm: dict[str, list[GemmPoint]] = field(default_factory=dict)  # dtype -> points
+    gemm: dict[str, list[GemmPoint]] = field(default_factory=dict)  # dtype -> points (fp8: fp32 accumulation)
+    gemm_fast_accum: dict[str, list[GemmPoint]] = field(default_factory=dict)  # fp8's fast rows: beside, not priced
     conv: dict[tuple[str, str], list[GemmPoint]] = field(default_factory=dict)  # (dtype, pass) -> im2col points
     attention: dict[tuple[str, str], list[AttentionPoint]] = field(default_factory=dict)  # (dtype, pass) -> points
     bandwidth: list[SizePoint] = field(default_factory=list)  # fp32's (any dtype's where fp32 has none)
@@ -173,8 +179,8 @@ def _rate(m: Measurement, value: float, source: str, sigma: float | None = None)
 
 
 def _gemm_points(m: Measurement) -> list[GemmPoint]:
-    v, mt = m.variant, m.metrics or {}
-    dtype = str(v.get("dtype"))
+    v, mt = row_variant(m.workload, m.variant), m.metrics or {}
+    dtype = str(v.get("dtype")) + (f" accum {v[ACCUM]}" if ACCUM in v else "")  # the label: 'fp8 accum fp32'
     if not v.get("sweep"):
         try:  # a row whose shape is not three whole numbers (a file's variant is free-form) gives no rate
             shape = (int(v["m"]), int(v["n"]), int(v["k"]))
@@ -267,7 +273,8 @@ def platform_rates(rs: ResultSet) -> PlatformRates:
 
 def _add_gemm(pr: PlatformRates, m: Measurement) -> None:
     if "m" in m.variant or m.variant.get("sweep"):
-        pr.gemm.setdefault(str(m.variant.get("dtype")), []).extend(_gemm_points(m))
+        rates = pr.gemm_fast_accum if beside_only(m.workload, m.variant) else pr.gemm
+        rates.setdefault(str(m.variant.get("dtype")), []).extend(_gemm_points(m))
 
 
 def _add_elementwise(pr: PlatformRates, m: Measurement) -> None:

@@ -4,6 +4,7 @@ what range of gaps; the ridge points used; the caveats that apply. The sentences
 from __future__ import annotations
 
 from gapbench.compare.gaps import RUN_TO_RUN_SPREAD
+from gapbench.compare.keys import beside_only
 from gapbench.compare.model import ClassLead, Comparison, PlatformTakeaway, Takeaway
 from gapbench.compare.rates import DEFAULT_RIDGE, measurement_dtype
 
@@ -28,8 +29,10 @@ def ridge_of(platforms, baseline: int, dtype: str) -> tuple[float, str]:
 
 
 def class_lead(rows, i: int, bound: str) -> tuple[ClassLead | None, int]:
-    """Platform i's lead on the rows of one class, and how many of those rows had no number on one side."""
-    mine = [r for r in rows if r.bound == bound and i in r.gaps]
+    """Platform i's lead on the rows of one class, and how many of those rows had no number on one side. A row that
+    stands beside its like-for-like one (an fp8 GEMM of fast accumulation: compare.keys.beside_only) is not
+    tallied: each fp8 shape counts once, by its fp32 accumulation row."""
+    mine = [r for r in rows if r.bound == bound and i in r.gaps and not beside_only(r.workload, r.variant)]
     numeric = [r.gaps[i] for r in mine if r.gaps[i].pct is not None]
     if not numeric:
         return None, len(mine)
