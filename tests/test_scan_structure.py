@@ -70,3 +70,35 @@ def test_build_script_variables_and_options(report):
     assert {(3, "build-cuda-variable"), (4, "build-cuda-arch-numbers"), (6, "build-cuda-variable"),
             (8, "build-cuda-backend-option"), (9, "build-cuda-packages")} <= got
     assert not any(line == 7 for line, _ in got)                    # a switch that skips the CUDA build
+
+
+def test_project_portability_macros(report):
+    got = hits(report, "macros/kernels.cu")
+    # GPULIB_ALT is 1 only under a HIP condition (gpulib_compat.h): `#if GPULIB_ALT` is a port branch
+    assert (5, "cpp-cuda-runtime-api", True) in got and (7, "cpp-cuda-runtime-api", False) in got
+    # GPULIB_NV is defined only on the CUDA side: its #else is the port
+    assert (10, "cpp-cuda-runtime-api", False) in got and (12, "cpp-cuda-runtime-api", True) in got
+
+
+def test_portability_macros_are_learnt_from_definitions():
+    from gapbench.scan.branches import NEGATIVE, POSITIVE, port_macros
+
+    text = (KINDS / "macros" / "gpulib_compat.h").read_text()
+    macros = port_macros(text)
+    assert macros.polarity("GPULIB_ALT", False) == POSITIVE     # `#if GPULIB_ALT`
+    assert macros.polarity("GPULIB_NV", True) == NEGATIVE       # `#ifdef GPULIB_NV`
+    # a value that is no switch, and a macro also defined outside the port's conditionals, are not switches
+    other = port_macros("#ifdef USE_ROCM\n#define WARP 64\n#define RENAMED hipFoo\n#else\n#define WARP 32\n#endif\n"
+                        "#define GPULIB_ALT 1\n")
+    assert not other.names
+    assert not macros.merged(other).polarity("GPULIB_ALT", False)
+
+
+def test_explicit_instantiations_and_assembly(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "macros/kernels.cu")}
+    lines = {line for line, _ in got}
+    assert (17, "cpp-global-kernel") in got                         # the definition
+    # an instantiation of a kernel, directly or through a macro of the file, restates the definition (19, 22, 23)
+    assert not lines & {19, 21, 22, 23}
+    assert (26, "cpp-inline-ptx") in got and (26, "cpp-tensor-core") in got and 27 not in lines   # one asm block
+    assert 32 in lines and 33 not in lines                          # an instantiation's parameters: one edit

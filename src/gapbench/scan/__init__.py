@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable
 
 from gapbench.errors import GapbenchError
-from gapbench.scan.engine import kinds_of, scan_entries
+from gapbench.scan.engine import kinds_of, scan_entries, with_tree_macros
 from gapbench.scan.findings import Finding, Note
 from gapbench.scan.rules import TARGETS, VERDICTS, Rule, RuleSet, load_rules
 from gapbench.scan.scanreport import ScanReport, check_targets
@@ -47,7 +47,8 @@ def scan(path: str | os.PathLike, targets: Iterable[str] = TARGETS, *, max_bytes
     findings: list[Finding] = []
     notes: list[Note] = list(walk_notes)
     scanned = nbytes = suppressed = 0
-    for entry, res in scan_entries(items, ruleset, max_bytes, max(1, jobs)):
+    for entry, res in with_tree_macros(list(scan_entries(items, ruleset, max_bytes, max(1, jobs))), ruleset,
+                                       max_bytes):
         if res.skipped:
             skipped.append(Skipped(entry.rel, res.skipped))
             continue

@@ -14,7 +14,7 @@ import re
 # A macro or name that says "another stack than CUDA". HIP on NVIDIA (__HIP_PLATFORM_NVIDIA__/_NVCC__) is CUDA.
 _PORT_WORD = re.compile(r"(?i)(?:^|_)(?:hip|hipcc|rocm|amd|gfx\w*|xpu|sycl|npu|ascend|cann|musa)(?:$|_)")
 _CUDA_SIDE = re.compile(r"(?i)nvidia|nvcc|cuda")
-_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b([^\n]*)", re.MULTILINE)
+_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif|define)\b([^\n]*)", re.MULTILINE)
 _TERM_SPLIT = re.compile(r"&&|\|\|")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _PORT_STRINGS = frozenset({"xpu", "npu", "hip", "rocm", "musa"})
@@ -28,24 +28,37 @@ def is_port_name(name: str) -> bool:
     return bool(_PORT_WORD.search(name)) and not _CUDA_SIDE.search(name)
 
 
-def _term_polarity(term: str) -> int:
+def _term_polarity(term: str, macros: PortMacros | None = None) -> int:
     names = [n for n in _IDENT.findall(term) if n != "defined"]
+    negated = "!" in term.replace("!=", "")
     port = [n for n in names if is_port_name(n)]
-    if not port:
-        return NEUTRAL
-    return NEGATIVE if "!" in term.replace("!=", "") else POSITIVE
+    if port:
+        return NEGATIVE if negated else POSITIVE
+    if macros:
+        pols = {macros.polarity(n, bool(re.search(r"\bdefined\s*\(?\s*" + re.escape(n) + r"\b", term)))
+                for n in names if n in macros.names}
+        pols.discard(NEUTRAL)
+        if len(pols) == 1:
+            pol = pols.pop()
+            return -pol if negated else pol
+    return NEUTRAL
 
 
-def condition_polarity(kind: str, cond: str) -> int:
+def condition_polarity(kind: str, cond: str, macros: PortMacros | None = None) -> int:
     """POSITIVE when the branch under this condition is another stack's, NEGATIVE when its #else is, else
-    NEUTRAL (a condition that mixes CUDA and the port, or says nothing about either)."""
+    NEUTRAL (a condition that mixes CUDA and the port, or says nothing about either). `macros`: the project's
+    own portability macros (port_macros), read like USE_ROCM where their definitions say so."""
     cond = cond.split("//")[0]
     if kind in ("ifdef", "ifndef"):
         name = cond.strip().split()[0] if cond.strip() else ""
-        if not is_port_name(name):
+        if is_port_name(name):
+            pol = POSITIVE
+        elif macros and name in macros.names:
+            pol = macros.polarity(name, True)
+        else:
             return NEUTRAL
-        return POSITIVE if kind == "ifdef" else NEGATIVE
-    terms = [_term_polarity(t) for t in _TERM_SPLIT.split(cond)]
+        return pol if kind == "ifdef" else -pol
+    terms = [_term_polarity(t, macros) for t in _TERM_SPLIT.split(cond)]
     ops = _TERM_SPLIT.findall(cond)
     if all(t == POSITIVE for t in terms):
         return POSITIVE
@@ -56,13 +69,23 @@ def condition_polarity(kind: str, cond: str) -> int:
     return NEUTRAL
 
 
-def cpp_port_lines(masked: str) -> list[tuple[int, int]]:
+def cpp_port_lines(masked: str, macros: PortMacros | None = None) -> list[tuple[int, int]]:
     """(first, last) 1-based line ranges inside a port branch of the preprocessor; `masked` has its comments
-    blanked. One pass over the directives: linear in the file."""
+    blanked. One pass over the directives: linear in the file. `macros`: the project's portability macros."""
     if "#" not in masked:
         return []
     out: list[tuple[int, int]] = []
-    # Each open conditional: [polarity of its first condition, is the current branch a port branch, start line]
+    for kind, line, frame, _ in _walk_directives(masked, macros):
+        if kind not in ("if", "ifdef", "ifndef", "define") and frame[1]:
+            out.append((frame[2], line))
+    return _merged(out)
+
+
+def _walk_directives(masked: str, macros: PortMacros | None):
+    """(kind, line, frame, match) for each directive, in order; a frame is [polarity of its first condition, is
+    the current branch a port branch, start line, is the current branch the CUDA side]. For `#if`-family
+    directives the frame given is the new one; for the others it is the frame as it was before the directive
+    (for #define: the innermost frame, or None outside any conditional)."""
     stack: list[list] = []
     line, pos = 1, 0
     for m in _DIRECTIVE.finditer(masked):
@@ -70,24 +93,127 @@ def cpp_port_lines(masked: str) -> list[tuple[int, int]]:
         pos = m.start()
         kind = m.group(1)
         if kind in ("if", "ifdef", "ifndef"):
-            pol = condition_polarity(kind, _joined(masked, m))
-            stack.append([pol, pol == POSITIVE, line])
+            pol = condition_polarity(kind, _joined(masked, m), macros)
+            stack.append([pol, pol == POSITIVE, line, pol == NEGATIVE])
+            yield kind, line, stack[-1], m
+            continue
+        if kind == "define":
+            yield kind, line, _side(stack), m
             continue
         if not stack:
             continue
         frame = stack[-1]
-        if frame[1]:
-            out.append((frame[2], line))
+        yield kind, line, list(frame), m
         if kind == "endif":
             stack.pop()
         elif kind == "elif":
-            pol = condition_polarity("if", _joined(masked, m))
-            frame[1], frame[2] = pol == POSITIVE, line
+            pol = condition_polarity("if", _joined(masked, m), macros)
+            cuda_side = pol != POSITIVE and (frame[0] == POSITIVE or pol == NEGATIVE)
+            frame[1], frame[2], frame[3] = pol == POSITIVE, line, cuda_side
             if pol == NEGATIVE:
                 frame[0] = NEGATIVE
         else:   # else
-            frame[1], frame[2] = frame[0] == NEGATIVE, line
-    return _merged(out)
+            frame[1], frame[2], frame[3] = frame[0] == NEGATIVE, line, frame[0] == POSITIVE
+
+
+def _side(stack: list[list]) -> str:
+    """Which side of the innermost conditional about the port a line is on: "port", "cuda", or "" (none)."""
+    for frame in reversed(stack):
+        if frame[1]:
+            return "port"
+        if frame[3]:
+            return "cuda"
+    return ""
+
+
+# ---------------------------------------------------------------- a project's own portability macros
+
+_DEFINE_VALUE = re.compile(r"[ \t]+([A-Za-z_]\w*)(?![\w(])[ \t]*([^\n]*)")
+_TRUE_VALUES = frozenset({"1", "true", "(1)"})
+_FALSE_VALUES = frozenset({"0", "false", "(0)"})
+
+
+class PortMacros:
+    """A project's own switches for the port, learnt from their definitions: a macro defined (or set to 1) only
+    in a HIP/ROCm branch (`#if defined(__HIP_PLATFORM_AMD__)` / `#define MYLIB_HIP 1` / `#else` /
+    `#define MYLIB_HIP 0`) is a port switch, `#if MYLIB_HIP` a port branch; one defined only on the CUDA side is
+    its opposite."""
+
+    def __init__(self, sides: dict[str, dict[str, str | None]] | None = None):
+        self.sides: dict[str, dict[str, str | None]] = sides or {}     # name -> {"port"/"cuda"/"": value}
+        self._pol: dict[tuple[str, bool], int] = {}
+        self.names = frozenset(n for n in self.sides if self.polarity(n, True) or self.polarity(n, False))
+
+    def polarity(self, name: str, defined: bool) -> int:
+        """POSITIVE when `defined(name)` (defined=True) or `name` (its value) holds only on the port's side."""
+        key = (name, defined)
+        if key not in self._pol:
+            self._pol[key] = self._compute(self.sides.get(name, {}), defined)
+        return self._pol[key]
+
+    @staticmethod
+    def _compute(sides: dict[str, str | None], defined: bool) -> int:
+        if not sides or "" in sides:
+            return NEUTRAL      # also defined outside any port conditional: not a switch of the port
+        if any(_truth(v) is None for v in sides.values()):
+            return NEUTRAL      # a value that is no switch (64 against 32, a HIP name a CUDA name is renamed to)
+        port, cuda = "port" in sides, "cuda" in sides
+        if defined:
+            return POSITIVE if port and not cuda else NEGATIVE if cuda and not port else NEUTRAL
+        truth = {side: _truth(v) for side, v in sides.items()}
+        p, c = truth.get("port", False), truth.get("cuda", False)
+        return POSITIVE if p and not c else NEGATIVE if c and not p else NEUTRAL
+
+    def merged(self, other: PortMacros) -> PortMacros:
+        """Both files' definitions; a macro that two files define differently keeps every side seen."""
+        sides = {n: dict(v) for n, v in self.sides.items()}
+        for n, v in other.sides.items():
+            mine = sides.setdefault(n, {})
+            for side, value in v.items():
+                if side in mine and mine[side] != value:
+                    mine[""] = None     # two values on one side: not a switch
+                mine.setdefault(side, value)
+        return PortMacros(sides)
+
+    def __bool__(self) -> bool:
+        return bool(self.names)
+
+
+def _truth(value: str | None) -> bool | None:
+    v = (value or "").strip().lower()
+    if v in _TRUE_VALUES or v == "":
+        return True
+    if v in _FALSE_VALUES:
+        return False
+    return None
+
+
+def tested_names(masked: str) -> frozenset[str]:
+    """The identifiers the file's #if/#ifdef/#elif conditions test."""
+    out: set[str] = set()
+    for m in _DIRECTIVE.finditer(masked):
+        if m.group(1) in ("if", "ifdef", "ifndef", "elif"):
+            out.update(n for n in _IDENT.findall(m.group(2)) if n != "defined")
+    return frozenset(out)
+
+
+def port_macros(masked: str, known: PortMacros | None = None) -> PortMacros:
+    """The portability macros a file defines (comments blanked), reading its conditionals with the macros already
+    `known` (those of other files). Object-like macros only; a function-like one is no switch."""
+    if "define" not in masked:
+        return PortMacros()
+    sides: dict[str, dict[str, str | None]] = {}
+    for kind, _line, side, m in _walk_directives(masked, known):
+        if kind != "define":
+            continue
+        d = _DEFINE_VALUE.match(m.group(2))
+        if d is None or is_port_name(d.group(1)) or _CUDA_SIDE.search(d.group(1)) and side != "cuda":
+            continue
+        mine = sides.setdefault(d.group(1), {})
+        if side in mine and mine[side] != d.group(2).strip():
+            mine[""] = None
+        mine.setdefault(side, d.group(2).strip())
+    return PortMacros(sides)
 
 
 def _joined(text: str, m: re.Match) -> str:

@@ -62,8 +62,9 @@ def kinds_of(rel: str) -> tuple[str, ...]:
 class Matcher:
     """Everything compiled that a worker needs."""
 
-    def __init__(self, ruleset: RuleSet, max_bytes: int):
+    def __init__(self, ruleset: RuleSet, max_bytes: int, macros=None):
         self.ruleset = ruleset
+        self.macros = macros    # portability macros the tree's other files define (a second pass gives them)
         self.python = PythonRules(ruleset)
         self.text = TextRules(ruleset)
         self.cpp = CppRules(ruleset, self.text)
@@ -134,7 +135,10 @@ class Matcher:
         if "notebook" in kinds:
             raw += scan_notebook(rel, text, self.python, self.text, res.notes)
         if "cpp" in kinds or ("cpp?" in kinds and CPP_CUDA_HINT.search(text)):
-            raw += [(m.rule.id, m.line, m.col, m.text, m.ported, m.last) for m in self.cpp.match(name, text)]
+            facts: dict = {}
+            raw += [(m.rule.id, m.line, m.col, m.text, m.ported, m.last)
+                    for m in self.cpp.match(name, text, self.macros, facts)]
+            res.macros, res.tested = facts.get("macros"), facts.get("tested", frozenset())
         for kind in ("deps", "build"):
             if kind in kinds:
                 masked = mask_hash_comments(text)
@@ -249,3 +253,25 @@ def scan_entries(items: list[tuple[Entry, tuple[str, ...]]], ruleset: RuleSet, m
 
 
 
+
+
+def with_tree_macros(results: list[tuple[Entry, FileResult]], ruleset: RuleSet, max_bytes: int
+                     ) -> list[tuple[Entry, FileResult]]:
+    """The results with the C/C++ files that test a portability macro defined in another file of the tree scanned
+    again knowing it (`#if MYLIB_HIP` in a kernel file, `#define MYLIB_HIP 1` under `#ifdef USE_ROCM` in a
+    header). Few files: the second pass runs here, in this process."""
+    tree = None
+    for _, res in results:
+        if res.macros is not None:
+            tree = res.macros if tree is None else tree.merged(res.macros)
+    if not tree:
+        return results
+    matcher = None
+    out = []
+    for entry, res in results:
+        own = res.macros.names if res.macros is not None else frozenset()
+        if res.tested and (res.tested & tree.names) - own:
+            matcher = matcher or Matcher(ruleset, max_bytes, tree)
+            res = matcher.scan_file(entry, kinds_of(entry.rel))
+        out.append((entry, res))
+    return out

@@ -30,6 +30,8 @@ class FileResult:
     skipped: str = ""   # reason, when the file was not scanned
     scanned: bool = False
     bytes: int = 0
+    macros: object = None       # C/C++: the portability macros the file defines (branches.PortMacros)
+    tested: frozenset = frozenset()     # C/C++: the names its #if conditions test
 
 
 def shown_path(path: str) -> str:

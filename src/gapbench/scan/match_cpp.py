@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from gapbench.scan import cuda_api
-from gapbench.scan.branches import cpp_port_lines, in_ranges
+from gapbench.scan.branches import PortMacros, cpp_port_lines, in_ranges, port_macros, tested_names
 from gapbench.scan.match_python import _line_starts, _position, _short
 from gapbench.scan.match_text import TextMatch, TextRules, mask_c_code
 from gapbench.scan.rules import NO_HIP_SUFFIX, Rule, RuleSet
@@ -38,6 +38,12 @@ _OPAQUE_TYPE = re.compile(r"(?i)(?:error|result|status|stream|event|graph|graphe
                           r"|kind|flags?)(?:_t)?$")
 
 
+# A statement that is one edit however its lines run: inline assembly, an explicit template instantiation.
+_WHOLE = re.compile(r"\s*(?:asm|__asm__|__asm)\b|\s*template\s+(?!<)")
+_KERNEL_INSTANTIATION = re.compile(r"\btemplate\s+__global__\b")
+_DEFINE_FUNCTION = re.compile(r"[ \t]*#[ \t]*define[ \t]+(\w+)\(")
+
+
 class CppRules:
     """The cpp rules, compiled: the dictionary part is built on first use (it reads torch's hipify tables)."""
 
@@ -49,16 +55,28 @@ class CppRules:
         self._members: dict[str, re.Pattern] = {}
         self.exempt = frozenset(r.id for r in ruleset.rules.values() if r.each)
 
-    def match(self, name: str, text: str) -> list[TextMatch]:
+    def match(self, name: str, text: str, macros: PortMacros | None = None, facts: dict | None = None
+              ) -> list[TextMatch]:
+        """The file's findings. `macros`: portability macros other files of the tree define; `facts`, when given,
+        receives the file's own ("macros") and the names its conditions test ("tested")."""
         masked, code = mask_c_code(text)
+        own = port_macros(masked, macros) if "#" in masked else PortMacros()
+        if facts is not None:
+            facts["macros"] = own if own.sides else None
+            facts["tested"] = tested_names(masked) if "#" in masked else frozenset()
+        macros = macros.merged(own) if macros else own
         starts = _line_starts(masked)
         found = self.text.match("cpp", name, masked, starts)
         if self.by_library:
             found += _ApiMatch(self, code, starts).run()
         if not found:
             return found
+        if "__global__" in code and "template" in code:
+            skip = _instantiations(code, starts)
+            if skip:
+                found = [m for m in found if not in_ranges(skip, m.line)]
         found = _one_per_statement(found, text, code, starts, self.exempt)
-        ported = cpp_port_lines(masked)
+        ported = cpp_port_lines(masked, macros or None)
         if ported:
             twins = _hip_twins(code, starts, ported)
             for m in found:
@@ -192,6 +210,81 @@ class _ApiMatch:
                 self._add(rule, m.start(), m.group(0))
 
 
+def _instantiations(code: str, starts: list[int]) -> list[tuple[int, int]]:
+    """Line ranges of explicit instantiations of kernels (`template __global__ void k<half, 128>(...);`), and of the
+    uses of a macro of the file whose body is one (`MAKE_kernel(ADAM, half)`): they restate a definition that is
+    reported itself, and hipify leaves them as they are."""
+    out = []
+    macros = []
+    for m in _KERNEL_INSTANTIATION.finditer(code):
+        first = _position(starts, m.start())[0]
+        head = _define_head(code, starts, first)
+        end = _instantiation_end(code, m.end(), head is not None)
+        if end is None:
+            continue
+        if head is not None:
+            macros.append(head)
+        out.append((first, _position(starts, max(end - 1, m.start()))[0]))
+    if macros:
+        rx = re.compile(r"\b(" + "|".join(map(re.escape, sorted(set(macros)))) + r")\s*\(")
+        for m in rx.finditer(code):
+            line = _position(starts, m.start())[0]
+            if in_ranges(sorted(out), line):
+                continue
+            end = _closing(code, m.end())
+            out.append((line, _position(starts, max(end - 1, m.start()))[0]))
+    return sorted(out)
+
+
+def _instantiation_end(code: str, i: int, in_define: bool) -> int | None:
+    """Where an instantiation starting before i ends: its `;`, or the end of the macro it is the body of; None
+    when a brace comes first (no instantiation: a definition)."""
+    n = min(len(code), i + 8192)
+    while i < n:
+        c = code[i]
+        if c == ";":
+            return i + 1
+        if c in "{}":
+            return None
+        if c == "\n" and in_define and not code[:i].rstrip(" \t\r").endswith("\\"):
+            return i
+        i += 1
+    return None
+
+
+def _define_head(code: str, starts: list[int], line: int) -> str | None:
+    """The name of the function-like macro whose definition holds this line (through its continuations), if any."""
+    k = line
+    while k >= 1:
+        seg = code[starts[k - 1]:starts[k] if k < len(starts) else len(code)]
+        d = _DEFINE_FUNCTION.match(seg)
+        if d:
+            return d.group(1)
+        if k == 1 or not code[starts[k - 2]:starts[k - 1]].rstrip().endswith("\\"):
+            return None
+        k -= 1
+    return None
+
+
+def _closing(code: str, i: int) -> int:
+    """The offset after the parenthesis closing the one opened just before i (or the end of the line)."""
+    depth = 1
+    nl = code.find("\n", i)
+    limit = min(len(code), i + 4096)
+    while i < limit:
+        c = code[i]
+        if c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        elif c == ";" and depth == 1:
+            break
+        i += 1
+    return nl if nl >= 0 else len(code)
+
+
 def _one_per_statement(found: list[TextMatch], text: str, code: str, starts: list[int],
                        exempt: frozenset[str]) -> list[TextMatch]:
     """Findings on later lines of one C/C++ statement moved to its first flagged line (one per rule there). The
@@ -202,8 +295,9 @@ def _one_per_statement(found: list[TextMatch], text: str, code: str, starts: lis
     units = cpp_units(text, [(m.line, m.col) for m in found])
     items = [(m.rule.id, m.line, m.col, m) for m in found]
     out = []
-    for _, line, col, m, last in collapse(items, lambda it: units.get((it[3].line, it[3].col)), exempt,
-                                          text.split("\n")):
+    src = text.split("\n")
+    for _, line, col, m, last in collapse(items, lambda it: units.get((it[3].line, it[3].col)), exempt, src,
+                                          lambda span: bool(_WHOLE.match(src[span[0] - 1]))):
         if line != m.line or last != line:
             m = TextMatch(m.rule, line, col, m.text, last=last)
         out.append(m)

@@ -15,7 +15,7 @@ from bisect import bisect_left
 _CPP_STATEMENTS = frozenset({
     "expression_statement", "declaration", "field_declaration", "return_statement", "init_declarator",
     "preproc_def", "preproc_function_def", "preproc_call", "preproc_include", "alias_declaration",
-    "type_definition", "using_declaration", "throw_statement", "static_assert_declaration",
+    "type_definition", "using_declaration", "throw_statement", "static_assert_declaration", "template_instantiation",
 })
 # Statements whose head (up to the body) is one unit: `for (...)`, `if (...)`, a function's signature.
 _CPP_HEADED = {"for_statement": "body", "for_range_loop": "body", "while_statement": "body",
@@ -77,6 +77,10 @@ def _cpp_span(node, line: int) -> tuple[int, int] | None:
             if line <= end:
                 return node.start_point[0] + 1, end
             return None
+        if node.type == "parameter_list" and node.parent is not None and node.parent.type == "function_declarator" \
+                and node.parent.parent is not None and node.parent.parent.type == "template_instantiation":
+            node = node.parent.parent      # an explicit instantiation's parameters are the instantiation
+            continue
         if node.type in ("compound_statement", "translation_unit", "field_declaration_list", "parameter_list"):
             return None
         node = node.parent
@@ -128,12 +132,13 @@ def is_link(line: str) -> bool:
     return s.startswith((".", "->")) and not s.startswith("...")
 
 
-def collapse(items: list[tuple], span_of, exempt: frozenset[str] = frozenset(), lines: list[str] | None = None
-             ) -> list[tuple]:
+def collapse(items: list[tuple], span_of, exempt: frozenset[str] = frozenset(), lines: list[str] | None = None,
+             whole=None) -> list[tuple]:
     """Findings (rule, line, col, text, ...) with those on later lines of one statement moved to its first flagged
     line, one per rule there, each with the statement's last line appended. With `lines` (the file's text), only
     the links of a chain (`.set_x(...)` lines) move: each line of an argument list stays a place to edit. `span_of(item)` gives the statement's (first, last) line or None; rules in `exempt`
-    are each their own unit (a list of autotune configs is one statement of many findings)."""
+    are each their own unit (a list of autotune configs is one statement of many findings). `whole(span)` True: that
+    statement is one edit however its lines run (an inline-assembly block, an explicit instantiation)."""
     items = sorted(items, key=lambda it: (it[1], it[2]))
     anchor: dict[tuple[int, int], tuple[int, int]] = {}
     spans = []
@@ -145,7 +150,8 @@ def collapse(items: list[tuple], span_of, exempt: frozenset[str] = frozenset(), 
     out, seen = [], set()
     for it, span in zip(items, spans, strict=True):
         line, col = anchor.get(span, (it[1], it[2])) if span is not None else (it[1], it[2])
-        if lines is not None and line != it[1] and not (0 < it[1] <= len(lines) and is_link(lines[it[1] - 1])):
+        if lines is not None and line != it[1] and not (0 < it[1] <= len(lines) and is_link(lines[it[1] - 1])) \
+                and not (whole is not None and whole(span)):
             line, col = it[1], it[2]    # its own line of an argument list or a signature: a person edits it there
         key = (line, it[0])
         if line != it[1]:
