@@ -102,3 +102,43 @@ def test_explicit_instantiations_and_assembly(report):
     assert not lines & {19, 21, 22, 23}
     assert (26, "cpp-inline-ptx") in got and (26, "cpp-tensor-core") in got and 27 not in lines   # one asm block
     assert 32 in lines and 33 not in lines                          # an instantiation's parameters: one edit
+
+
+def test_python_build_script_reads(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "pyrules/build_ext.py")}
+    # a constant imported by name is used wherever it is read, a test of it too (13, 14)
+    assert {(9, "build-nvcc"), (13, "py-cuda-extension"), (14, "py-cuda-extension"),
+            (16, "py-cuda-env-name"), (18, "py-load-cuda"), (19, "py-autocast-gpu")} <= got
+    assert not any(line == 17 for line, _ in got)       # a project's own switch naming CUDA
+
+
+def test_names_from_a_cuda_module_are_its_import(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "pyrules/graphs.py")}
+    # the multi-line import is one finding at its module's line; the names it brings are not each a finding
+    assert (2, "py-torch-cuda-other") in got and not {line for line, _ in got} & {3, 4, 10, 11}
+    assert {(6, "py-torch-cuda-graphs"), (15, "py-torch-cuda-graphs")} <= got    # a name that says CUDA is
+
+
+def test_python_port_sides(report):
+    got = hits(report, "pyrules/ports.py")
+    # a ternary choosing by a port test is already ported on its line; its CUDA side alone on a line is not
+    assert {(4, "py-cuda-device-string", True), (5, "py-torch-version-cuda", True),
+            (9, "py-cuda-library-file", False)} <= got
+    # functions named for another stack are port branches, with their decorators; one named for NVIDIA is not
+    assert {(14, "py-torch-cuda-portable", True), (18, "py-torch-cuda-other", True),
+            (22, "py-torch-cuda-portable", False)} <= got
+
+
+def test_kernel_packages_and_multi_backend_ones(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "pyrules/kernels_pkg.py")}
+    assert {(2, "py-import-cuda-kernel-package"), (10, "py-import-cuda-kernel-package"),
+            (6, "py-import-bitsandbytes")} <= got
+    assert not any(line in (4, 14) for line, _ in got)      # a fallback binding; a multi-backend package's call
+
+
+def test_a_projects_own_package_is_no_dependency(tmp_path):
+    (tmp_path / "causal_conv1d").mkdir()
+    (tmp_path / "causal_conv1d" / "ops.py").write_text("def f(x):\n    return x\n")
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "test_ops.py").write_text("from causal_conv1d.ops import f\n\nf(1)\n")
+    assert not [f for f in scan(tmp_path, jobs=1).findings if f.path == "tests/test_ops.py"]

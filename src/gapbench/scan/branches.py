@@ -310,11 +310,34 @@ def _span(stmts: list[ast.stmt]) -> tuple[int, int] | None:
     return stmts[0].lineno, max(s.end_lineno or s.lineno for s in stmts)
 
 
+def is_port_function(name: str) -> bool:
+    """A function named for another stack (`_infer_amd_arch`, `has_rocm_capability`, `test_impl_on_rocm`): the
+    last stack its name names is not CUDA."""
+    words = [w for w in re.split(r"_+|(?<=[a-z0-9])(?=[A-Z])", name) if w]
+    for w in reversed(words):
+        if _CUDA_SIDE.fullmatch(w.lower()) or w.lower() in ("nv", "cu"):
+            return False
+        if is_port_name(w):
+            return True
+    return False
+
+
 def python_port_lines(nodes) -> list[tuple[int, int]]:
     """(first, last) line ranges of the bodies of `if` statements among `nodes` whose test asks for another
-    stack (their `else` when the test asks for the opposite)."""
+    stack (their `else` when the test asks for the opposite), of the port side of such a conditional expression
+    (`"rocm" if is_hip else "cuda"`: the lines it shares with its test), and of functions named for another
+    stack (with their decorators)."""
     out = []
     for node in nodes:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and is_port_function(node.name):
+            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            out.append((first, node.end_lineno or node.lineno))
+            continue
+        if isinstance(node, ast.IfExp):
+            span = _ifexp_port_span(node)
+            if span:
+                out.append(span)
+            continue
         if not isinstance(node, ast.If):
             continue
         pol = _expr_polarity(node.test)
@@ -323,6 +346,20 @@ def python_port_lines(nodes) -> list[tuple[int, int]]:
         if span:
             out.append(span)
     return _merged(out)
+
+
+def _ifexp_port_span(node: ast.IfExp) -> tuple[int, int] | None:
+    """The lines of `a if <port test> else b` that hold the port's side and the test; the other side's own lines
+    (a value spread over lines after the test) stay CUDA's."""
+    pol = _expr_polarity(node.test)
+    if pol == NEUTRAL:
+        return None
+    port, other = (node.body, node.orelse) if pol == POSITIVE else (node.orelse, node.body)
+    lines = [port.lineno, port.end_lineno or port.lineno, node.test.lineno, node.test.end_lineno or node.test.lineno]
+    first, last = min(lines), max(lines)
+    if other.lineno <= last and (other.end_lineno or other.lineno) > last:
+        return first, last if other.lineno > last else other.lineno
+    return first, last
 
 
 def in_ranges(ranges: list[tuple[int, int]], line: int) -> bool:

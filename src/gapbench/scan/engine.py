@@ -62,9 +62,10 @@ def kinds_of(rel: str) -> tuple[str, ...]:
 class Matcher:
     """Everything compiled that a worker needs."""
 
-    def __init__(self, ruleset: RuleSet, max_bytes: int, macros=None):
+    def __init__(self, ruleset: RuleSet, max_bytes: int, macros=None, packages: frozenset[str] = frozenset()):
         self.ruleset = ruleset
         self.macros = macros    # portability macros the tree's other files define (a second pass gives them)
+        self.packages = packages    # folders of the tree holding Python: the project's own packages
         self.python = PythonRules(ruleset)
         self.text = TextRules(ruleset)
         self.cpp = CppRules(ruleset, self.text)
@@ -189,7 +190,7 @@ class Matcher:
             matches = self.python.fallback(text)
         else:
             try:
-                matches = self.python.match(tree, text, present, frozenset(rel.split("/")[:-1]))
+                matches = self.python.match(tree, text, present, frozenset(rel.split("/")[:-1]) | self.packages)
             except RecursionError:
                 res.notes.append(Note(rel, "Python too deeply nested to walk: fell back to a text scan"))
                 matches = self.python.fallback(text)
@@ -225,20 +226,36 @@ def _apply_suppressions(rel: str, text: str, raw) -> tuple[list[Finding], int]:
 _WORKER: Matcher | None = None
 
 
-def _init_worker(rule_files: tuple[str, ...], max_bytes: int):
+def _init_worker(rule_files: tuple[str, ...], max_bytes: int, packages: frozenset[str] = frozenset()):
     global _WORKER
-    _WORKER = Matcher(load_rules(rule_files[1:]), max_bytes)
+    _WORKER = Matcher(load_rules(rule_files[1:]), max_bytes, packages=packages)
 
 
 def _scan_chunk(chunk: list[tuple[Entry, tuple[str, ...]]]) -> list[tuple[Entry, FileResult]]:
     return [(e, _WORKER.scan_file(e, k)) for e, k in chunk]
 
 
+_SOURCE_ROOTS = frozenset({"src", "python", "lib"})
+
+
+def own_packages(items: list[tuple[Entry, tuple[str, ...]]]) -> frozenset[str]:
+    """The project's own top-level packages: the tree's top folders holding Python files (and those under src/,
+    python/, lib/). An import of one of them is the project's own code (its tests importing its package), not a
+    dependency."""
+    out = set()
+    for e, k in items:
+        if "python" in k:
+            parts = e.rel.split("/")[:-1]
+            if parts:
+                out.add(parts[1] if parts[0] in _SOURCE_ROOTS and len(parts) > 1 else parts[0])
+    return frozenset(out)
+
+
 def scan_entries(items: list[tuple[Entry, tuple[str, ...]]], ruleset: RuleSet, max_bytes: int,
-                 jobs: int) -> Iterable[tuple[Entry, FileResult]]:
+                 jobs: int, packages: frozenset[str] = frozenset()) -> Iterable[tuple[Entry, FileResult]]:
     """(entry, result) for every item, in order; a pool of `jobs` forked workers when jobs > 1."""
     if jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods() or multiprocessing.current_process().daemon:
-        m = Matcher(ruleset, max_bytes)
+        m = Matcher(ruleset, max_bytes, packages=packages)
         for e, k in items:
             yield e, m.scan_file(e, k)
         return
@@ -247,7 +264,7 @@ def scan_entries(items: list[tuple[Entry, tuple[str, ...]]], ruleset: RuleSet, m
     size = max(16, min(256, len(items) // (jobs * 8) or 1))
     chunks = [items[i:i + size] for i in range(0, len(items), size)]
     ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(jobs, initializer=_init_worker, initargs=(ruleset.files, max_bytes)) as pool:
+    with ctx.Pool(jobs, initializer=_init_worker, initargs=(ruleset.files, max_bytes, packages)) as pool:
         for part in pool.imap(_scan_chunk, chunks):
             yield from part
 
@@ -255,8 +272,8 @@ def scan_entries(items: list[tuple[Entry, tuple[str, ...]]], ruleset: RuleSet, m
 
 
 
-def with_tree_macros(results: list[tuple[Entry, FileResult]], ruleset: RuleSet, max_bytes: int
-                     ) -> list[tuple[Entry, FileResult]]:
+def with_tree_macros(results: list[tuple[Entry, FileResult]], ruleset: RuleSet, max_bytes: int,
+                     packages: frozenset[str] = frozenset()) -> list[tuple[Entry, FileResult]]:
     """The results with the C/C++ files that test a portability macro defined in another file of the tree scanned
     again knowing it (`#if MYLIB_HIP` in a kernel file, `#define MYLIB_HIP 1` under `#ifdef USE_ROCM` in a
     header). Few files: the second pass runs here, in this process."""
@@ -271,7 +288,7 @@ def with_tree_macros(results: list[tuple[Entry, FileResult]], ruleset: RuleSet, 
     for entry, res in results:
         own = res.macros.names if res.macros is not None else frozenset()
         if res.tested and (res.tested & tree.names) - own:
-            matcher = matcher or Matcher(ruleset, max_bytes, tree)
+            matcher = matcher or Matcher(ruleset, max_bytes, tree, packages)
             res = matcher.scan_file(entry, kinds_of(entry.rel))
         out.append((entry, res))
     return out

@@ -215,6 +215,7 @@ class _FileMatch:
         self.strings: list[Rule] = []
         self.parents: dict[int, ast.AST] = {}
         self.own: frozenset[str] = frozenset()
+        self.via_module: set[str] = set()   # names imported from a CUDA module: the import is their finding
 
     def run(self, literals: tuple[str, ...]) -> list[PythonMatch]:
         found: set[str] = set()
@@ -228,6 +229,9 @@ class _FileMatch:
         for node in nodes:
             self._visit(node)
         self._tuned_numbers()
+        if any(m.rule.fallback for m in self.found):
+            taken = {m.line for m in self.found if not m.rule.fallback}
+            self.found = [m for m in self.found if not m.rule.fallback or m.line not in taken]
         return self._per_statement(nodes) if self.found else self.found
 
     def _tuned_numbers(self) -> None:
@@ -302,10 +306,23 @@ class _FileMatch:
                        reported: set[tuple[int, str]]) -> None:
         if full.split(".")[0] in self.own:
             return      # the project's own package (bitsandbytes/utils.py importing bitsandbytes)
-        hit = self.rules._longest(self.rules.imports, full) or self.rules._longest(self.rules.attr, full)
-        if hit and not hit[1].keyword and (a.lineno, hit[1].id) not in reported:
-            reported.add((a.lineno, hit[1].id))
-            self._add(hit[1], a.lineno, a.col_offset, shown)
+        package = self.rules._longest(self.rules.imports, full)
+        hit = package or self.rules._longest(self.rules.attr, full)
+        if not hit or hit[1].keyword:
+            return
+        module = getattr(node, "module", None)
+        if not package and module and len(hit[0]) < len(module) and not isinstance(node, ast.Import):
+            # a module below the rule's name ties it to CUDA (`from torch.cuda._graph_annotations import (a, b)`
+            # under torch.cuda): one edit, at the module's line; the names it brings are used through it. A
+            # package's calls, and the names of a module a rule names itself (torch.cuda.amp), stay findings.
+            line, col = node.lineno, node.col_offset
+            if not any(k in a.name.lower() for k in _KEY_PARTS):
+                self.via_module.add(a.asname or a.name)
+        else:
+            line, col = a.lineno, a.col_offset
+        if (line, hit[1].id) not in reported:
+            reported.add((line, hit[1].id))
+            self._add(hit[1], line, col, shown)
 
     def _alias_nodes(self, nodes: list[ast.AST]) -> list[ast.AST]:
         """Nodes on the lines that use an alias hiding a hinted name (`import torch.cuda as g`; `g.x()`)."""
@@ -357,7 +374,8 @@ class _FileMatch:
         if dotted is None:
             return
         self._mark_inner(node)
-        if isinstance(node, ast.Name) and (not isinstance(node.ctx, ast.Load) or not self._runs(node)):
+        if isinstance(node, ast.Name) and (not isinstance(node.ctx, ast.Load) or not self._runs(node)
+                                           or node.id in self.via_module):
             return      # a name bound again (`X = None` after a failed import) or passed along is not a use
         q = _qualify(dotted, self.aliases)
         if q:
@@ -377,11 +395,14 @@ class _FileMatch:
         a context manager; elsewhere (an argument, a fallback, a test) it is only mentioned."""
         if node.id not in self.aliases or self.aliases[node.id] == node.id:
             return True     # not a from-import: judged by the rules as before
+        if _CONSTANT.fullmatch(node.id):
+            return True     # a value (CUDA_HOME): reading it is using it, a test of it too
         parent = self.parents.get(id(node))
         if isinstance(parent, ast.Call):
             return parent.func is node
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            return True     # decorators and bases
+            return any(d is node for d in parent.decorator_list) or any(
+                b is node for b in getattr(parent, "bases", ()))     # decorators and bases, not annotations
         return isinstance(parent, (ast.withitem, ast.Subscript, ast.Attribute))
 
     def _is_use(self, node: ast.AST) -> bool:
@@ -430,6 +451,7 @@ def _is_number(node: ast.AST | None) -> bool:
     return isinstance(node, ast.Constant) and type(node.value) is int
 
 
+_CONSTANT = re.compile(r"[A-Z][A-Z0-9_]*")
 _NOT_USES = frozenset({"__version__", "version", "__file__", "__name__", "__spec__", "__path__", "VERSION"})
 
 
