@@ -96,16 +96,17 @@ def test_xccl_ranks_need_a_torch_that_has_xccl():
     import torch.distributed as dist
 
     from gapbench.devices import Device
-    from gapbench.devices.xpu import Xpu
+    from gapbench.devices.xpu import Xpu, xccl_missing
     from gapbench.errors import GapbenchError
-    from gapbench.run.plan import build_plan, check_dist_backend, xccl_missing
+    from gapbench.run.plan import build_plan, check_dist_backend
 
     def words(version):
         return f"torch {version} has no xccl backend (XPU rank groups need torch 2.6 with XCCL); use --backend gloo"
 
-    assert xccl_missing(SimpleNamespace(is_available=lambda: True), "2.5.1") == words("2.5.1")  # 2.5: no such name
-    assert xccl_missing(SimpleNamespace(is_xccl_available=lambda: False), "2.6.0") == words("2.6.0")  # no XCCL built
-    assert xccl_missing(SimpleNamespace(is_xccl_available=lambda: True), "2.6.0") == ""
+    older = SimpleNamespace(is_available=lambda: True)  # torch.distributed of 2.5: no is_xccl_available
+    assert xccl_missing(getattr(older, "is_xccl_available", None), "2.5.1") == words("2.5.1")
+    assert xccl_missing(lambda: False, "2.6.0") == words("2.6.0")  # a 2.6 build without XCCL
+    assert xccl_missing(lambda: True, "2.6.0") == ""
     # this torch, an XPU device's backend: xccl as --backend or as the device's default
     xpu = Device(Xpu(), 0)
     assert xpu.dist_backend == "xccl"

@@ -293,6 +293,10 @@ class Backend:
         """How many ranks --nproc may start on one host: one per device, or None when ranks share one."""
         return self.count() if self.is_accelerator else None
 
+    def dist_backend_missing(self) -> str:
+        """'' when this torch has the stack's own torch.distributed backend (`dist_backend`), else why not."""
+        return ""
+
     # ---- execution -----------------------------------------------------------------------------
     def synchronize(self, index: int) -> None:
         """Wait until the device finished everything enqueued."""
@@ -661,6 +665,10 @@ class Device:
     def dist_backend(self) -> str:
         """This stack's torch.distributed backend (nccl, xccl, hccl; gloo on the CPU)."""
         return self.backend.dist_backend
+
+    def dist_backend_missing(self) -> str:
+        """'' when this torch has the stack's own torch.distributed backend, else why its ranks cannot use it."""
+        return self.backend.dist_backend_missing()
 
     @property
     def fallback_patterns(self) -> tuple[str, ...]:

@@ -3,8 +3,18 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from gapbench.devices.base import Backend, FrameworkNames, flex_attention_missing, scaled_mm_missing, triton_missing
 from gapbench.devices.tools import run_tool
+
+
+def xccl_missing(available: Any, version: str) -> str:
+    """'' when torch.distributed's is_xccl_available (torch 2.6 and later; None on an older torch) says this build
+    has the xccl backend, else why XPU ranks cannot form a group."""
+    if callable(available) and available():
+        return ""
+    return f"torch {version} has no xccl backend (XPU rank groups need torch 2.6 with XCCL); use --backend gloo"
 
 
 class Xpu(Backend):
@@ -28,6 +38,12 @@ class Xpu(Backend):
         import torch
 
         return hasattr(torch, "xpu") and torch.xpu.is_available()
+
+    def dist_backend_missing(self) -> str:
+        import torch
+        import torch.distributed as dist
+
+        return xccl_missing(getattr(dist, "is_xccl_available", None), torch.__version__)
 
     def count(self) -> int:
         import torch

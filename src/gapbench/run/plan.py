@@ -71,12 +71,7 @@ def build_plan(*, device: str | None = None, suite: str | None = None, workload_
     """Resolve names into a plan; an unknown device, suite, workload or preset, and a bad option value, are a
     GapbenchError before anything runs."""
     dev = devices.resolve(device)
-    if kw.get("nproc") is not None:
-        from gapbench.distributed.launch import check_nproc
-
-        check_nproc(kw["nproc"], dev, bool(kw.get("oversubscribe")))
-    if kw.get("backend") or kw.get("nproc") is not None or "RANK" in os.environ:  # a rank group: its backend
-        check_dist_backend(kw.get("backend") or dev.dist_backend, dev)
+    _check_rank_group(dev, kw)
     files = [str(Path(f).resolve()) for f in (workload_files or [])]
     file_info = describe_files(files, kw.get("timeout_s"), options) if files else {}
     entries: list[tuple[str, str | None]] = []
@@ -109,14 +104,23 @@ def build_plan(*, device: str | None = None, suite: str | None = None, workload_
     return plan
 
 
+def _check_rank_group(dev: Device, kw: dict) -> None:
+    """--nproc within bounds, and a rank group's backend one its ranks can use."""
+    if kw.get("nproc") is not None:
+        from gapbench.distributed.launch import check_nproc
+
+        check_nproc(kw["nproc"], dev, bool(kw.get("oversubscribe")))
+    if kw.get("backend") or kw.get("nproc") is not None or "RANK" in os.environ:  # a rank group: its backend
+        check_dist_backend(kw.get("backend") or dev.dist_backend, dev)
+
+
 def check_dist_backend(name: str, dev: Device) -> None:
     """gloo, or the device's own torch.distributed backend (xccl where this torch has it), or one this torch
     build was compiled with (mpi, ucc)."""
-    import torch
     import torch.distributed as dist
 
     if name in ("gloo", dev.dist_backend):
-        why = xccl_missing(dist, torch.__version__) if name == "xccl" else ""
+        why = dev.dist_backend_missing() if name != "gloo" else ""
         if why:
             raise GapbenchError(why)
         return
@@ -125,15 +129,6 @@ def check_dist_backend(name: str, dev: Device) -> None:
     own = "gloo" if dev.dist_backend == "gloo" else f"gloo or {dev.dist_backend}"
     raise GapbenchError(f"--backend {name}: ranks on {dev} talk through {own}"
                         + ("" if name not in ("mpi", "ucc") else f"; this torch has no {name} backend"))
-
-
-def xccl_missing(dist: Any, version: str) -> str:
-    """'' when the torch.distributed module `dist` has the xccl backend (is_xccl_available(), torch 2.6 and later,
-    returns True), else why XPU ranks cannot form a group."""
-    available = getattr(dist, "is_xccl_available", None)
-    if callable(available) and available():
-        return ""
-    return f"torch {version} has no xccl backend (XPU rank groups need torch 2.6 with XCCL); use --backend gloo"
 
 
 def checked_options(given: dict, entries: list[tuple[str, str | None]], file_info: dict) -> dict:
