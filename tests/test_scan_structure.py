@@ -142,3 +142,14 @@ def test_a_projects_own_package_is_no_dependency(tmp_path):
     (tmp_path / "tests").mkdir()
     (tmp_path / "tests" / "test_ops.py").write_text("from causal_conv1d.ops import f\n\nf(1)\n")
     assert not [f for f in scan(tmp_path, jobs=1).findings if f.path == "tests/test_ops.py"]
+
+
+def test_cuda_version_and_capability_gates(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "pyrules/gates.py")}
+    # a version bound from a CUDA-named call, compared; two CUDA versions compared; a CUDA version's part
+    assert {(14, "py-cuda-version-gate"), (17, "py-cuda-version-gate"), (19, "py-cuda-version-gate")} <= got
+    assert {(32, "py-capability-gate"), (36, "py-capability-call")} <= got
+    # not: Python's own version (21), a value compared with another that names no capability (34)
+    assert not {line for line, _ in got} & {21, 34}
+    cpp = {(line, rule) for line, rule, _ in hits(report, "macros/kernels.cu")}
+    assert (36, "cpp-capability-gate") in cpp

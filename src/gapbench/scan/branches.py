@@ -338,6 +338,12 @@ def python_port_lines(nodes) -> list[tuple[int, int]]:
             if span:
                 out.append(span)
             continue
+        if isinstance(node, ast.BoolOp):
+            # `torch.version.hip or capability >= (7, 5)`: the lines of an operand that tests for the port
+            # (not a per-vendor call beside a CUDA one: `has_cuda_capability(8, 9) or has_rocm_capability(9, 4)`)
+            out += [(v.lineno, v.end_lineno or v.lineno) for v in node.values if _expr_polarity(v) != NEUTRAL
+                    and not isinstance(v, ast.BoolOp) and not (isinstance(v, ast.Call) and v.args)]
+            continue
         if not isinstance(node, ast.If):
             continue
         pol = _expr_polarity(node.test)

@@ -44,6 +44,7 @@ class PythonRules:
         self.import_uses: dict[str, Rule] = {}     # python-import rules whose every use is a finding too
         self.methods: dict[str, Rule] = {}
         self.strings: list[Rule] = []
+        self.structural: dict[str, list[Rule]] = {}     # python-compare / python-call rules
         self.exempt = frozenset(r.id for r in ruleset.rules.values() if r.each)
         hints: set[str] = set()
         # (literal, confirming regex or None): a file is parsed only when some literal occurs (a fast `in`)
@@ -90,6 +91,11 @@ class PythonRules:
                 self.methods[m] = r
                 hints.add(m)
                 gates[m] = None
+        if r.structure:
+            self.structural.setdefault(r.structure, []).append(r)
+            hints.update(r.hint)
+            gates.update({h: None for h in r.hint})
+            return
         if "python-string" in r.kinds:
             self.strings.append(r)
             if r.hint:
@@ -229,6 +235,8 @@ class _FileMatch:
         for node in nodes:
             self._visit(node)
         self._tuned_numbers()
+        if self.rules.structural:
+            self._gates()
         if any(m.rule.fallback for m in self.found):
             taken = {m.line for m in self.found if not m.rule.fallback}
             self.found = [m for m in self.found if not m.rule.fallback or m.line not in taken]
@@ -256,6 +264,39 @@ class _FileMatch:
             if rule is not None and _is_number(value) and (node.lineno, rule.id) not in reported:
                 reported.add((node.lineno, rule.id))
                 self._add(rule, node.lineno, node.col_offset, f"{name} = {value.value}")
+
+    def _gates(self) -> None:
+        """Comparisons and calls that gate on a CUDA fact (the python-compare and python-call rules): a CUDA version
+        (`bare_metal_version >= Version("11.8")` after `_, bare_metal_version = get_cuda_bare_metal_version(...)`),
+        a compute capability (`major == 8 and minor == 7`, `has_cuda_capability(8, 9)`). The whole file is walked,
+        only when a rule's hint occurs in it: the gate's own line need not name CUDA."""
+        compare = [r for r in self.rules.structural.get("python-compare", ()) if _hinted(r, self.text)]
+        call = [r for r in self.rules.structural.get("python-call", ()) if _hinted(r, self.text)]
+        if not compare and not call:
+            return
+        nodes = list(ast.walk(self.tree))
+        bound: dict[str, Rule] = {}     # variables bound from an expression a compare rule names
+        for node in nodes:
+            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+                rule = _names_rule(compare, node.value)
+                if rule is not None:
+                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                    for t in targets:
+                        for n in ast.walk(t):
+                            if isinstance(n, ast.Name) and n.id != "_":
+                                bound.setdefault(n.id, rule)
+        reported = {(m.line, m.rule.id) for m in self.found}
+        for node in nodes:
+            rule = None
+            if isinstance(node, ast.Compare) and compare:
+                rule = _compare_gate(compare, bound, node)
+            elif isinstance(node, ast.Call) and call and node.args and all(_is_number(a) for a in node.args) \
+                    and not node.keywords:
+                name = _dotted(node.func)
+                rule = next((r for r in call if name and r.regex.search(name)), None)
+            if rule is not None and (node.lineno, rule.id) not in reported:
+                reported.add((node.lineno, rule.id))
+                self._add(rule, node.lineno, node.col_offset, ast.get_source_segment(self.text, node) or rule.id)
 
     def _per_statement(self, nodes: list[ast.AST]) -> list[PythonMatch]:
         """One finding per rule and statement, at its first flagged line; findings in a port branch marked."""
@@ -434,6 +475,72 @@ class _FileMatch:
         for r in self.strings:
             if r.regex.search(node.value):
                 self._add(r, node.lineno, node.col_offset, repr(node.value))
+
+
+def _hinted(rule: Rule, text: str) -> bool:
+    return not rule.hint or any(h in text for h in rule.hint)
+
+
+def _value_name(node: ast.AST) -> str | None:
+    """The dotted name a compared value stands for: `x`, `a.b.major`, `parse(torch.version.cuda)` (a call of one
+    argument stands for its argument), `get_version()` (a call of none for its function)."""
+    while isinstance(node, ast.Call):
+        if len(node.args) == 1 and not node.keywords:
+            node = node.args[0]
+        elif not node.args:
+            node = node.func
+        else:
+            return None
+    return _dotted(node)
+
+
+def _names_rule(rules: list[Rule], node: ast.AST) -> Rule | None:
+    """The first rule whose pattern names the value (or, for a call or a tuple, its function or an element)."""
+    names = []
+    for n in ast.walk(node):
+        if isinstance(n, (ast.Name, ast.Attribute)):
+            d = _dotted(n)
+            if d:
+                names.append(d)
+    return next((r for r in rules for d in names if r.regex.search(d)), None)
+
+
+def _is_literal(node: ast.AST) -> bool:
+    """A number, a version string, a tuple of numbers, or Version("12.1") / parse("12.1")."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, (int, float, str)) and not isinstance(node.value, bool)
+    if isinstance(node, ast.Tuple):
+        return bool(node.elts) and all(_is_number(e) for e in node.elts)
+    if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords:
+        name = _dotted(node.func) or ""
+        return name.rsplit(".", 1)[-1] in _VERSION_CALLS and isinstance(node.args[0], ast.Constant) \
+            and isinstance(node.args[0].value, str)
+    return False
+
+
+_VERSION_CALLS = frozenset({"Version", "parse", "LooseVersion", "StrictVersion", "parse_version"})
+
+
+def _compare_gate(rules: list[Rule], bound: dict[str, Rule], node: ast.Compare) -> Rule | None:
+    """The rule of a comparison of a named value with a literal (`is`/`in` tests are no gates)."""
+    if any(isinstance(op, (ast.Is, ast.IsNot, ast.In, ast.NotIn)) for op in node.ops):
+        return None
+    sides = [node.left, *node.comparators]
+    if not any(_is_literal(s) for s in sides):
+        # no literal: a gate only when every side is a value the rules name (two CUDA versions compared)
+        names = [_value_name(s) for s in sides]
+        if not all(names) or not all(any(r.regex.search(n) for r in rules) or n.split(".")[0] in bound
+                                     for n in names):
+            return None
+    for side in sides:
+        name = _value_name(side)
+        if name is None:
+            continue
+        head = name.split(".")[0]
+        rule = next((r for r in rules if r.regex.search(name)), None) or bound.get(head)
+        if rule is not None:
+            return rule
+    return None
 
 
 def _bound_name(node: ast.AST) -> tuple[str | None, ast.AST | None]:

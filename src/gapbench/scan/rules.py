@@ -34,7 +34,11 @@ STRUCTURES = {
     "yaml-if": "a name in a CI step's or job's `if:` condition that the condition requires",
     "cmake-command": "a CMake command's name and arguments, its continuation lines joined",
     "make-variable": "a Makefile variable's name, where it is assigned",
+    "python-compare": "a Python value compared with a literal (or a version): its dotted name, or a variable bound "
+                      "from an expression the pattern names",
+    "python-call": "a Python call with literal arguments only: the called function's dotted name",
 }
+_STRUCTURE_KIND = {"python-compare": "python-string", "python-call": "python-string"}
 DEFAULT_RULES = Path(__file__).with_name("rules.toml")
 NO_HIP_SUFFIX = "-no-hip"
 MAX_RULES_BYTES = 4 * 2**20    # the packaged rules are about 60 KiB
@@ -60,8 +64,8 @@ class Rule:
     uses: bool = False                   # python-import: also every use of what the import binds
     each: bool = False                   # every match is its own finding, even several in one statement
     fallback: bool = False               # text kinds: reported only on lines no other rule reports
-    structure: str = ""                  # build: found by a structural reader (STRUCTURES), its pattern tested on
-                                         # what that reader hands it (a YAML key, a CMake command), not on lines
+    structure: str = ""                  # found by a structural reader (STRUCTURES), its pattern tested on what
+                                         # that reader hands it (a YAML key, a CMake command), not on lines
     regex: re.Pattern | None = field(default=None, compare=False, repr=False)
 
     def severity(self, target: str) -> int:
@@ -124,9 +128,10 @@ def _rule_from_table(t: dict, where: str) -> Rule:
     pattern = t.get("pattern", "")
     api = _as_tuple(t.get("api"), f"{where}: api")
     structure = t.get("structure", "")
-    if structure and (structure not in STRUCTURES or kinds != ("build",) or not pattern):
-        raise GapbenchError(f"{where}: structure must be one of {', '.join(STRUCTURES)}, on a build rule with a "
-                            f"pattern")
+    if structure and (structure not in STRUCTURES or kinds != (_STRUCTURE_KIND.get(structure, "build"),)
+                      or not pattern):
+        raise GapbenchError(f"{where}: structure must be one of {', '.join(STRUCTURES)}, on a rule of its kind "
+                            f"(build; python-string for the python-* ones) with a pattern")
     _check_shape(where, kinds, match, pattern, api, t.get("no_hip", ""))
     regex = None
     if pattern:
