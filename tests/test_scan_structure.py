@@ -153,3 +153,13 @@ def test_cuda_version_and_capability_gates(report):
     assert not {line for line, _ in got} & {21, 34}
     cpp = {(line, rule) for line, rule, _ in hits(report, "macros/kernels.cu")}
     assert (36, "cpp-capability-gate") in cpp
+
+
+def test_a_projects_cuda_extension_and_its_calls(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "extpkg/rasterizer/__init__.py")}
+    # CUDAExtension(name="rasterizer._C") in extpkg/setup.py: its import and calls here
+    assert {(2, "py-import-project-extension"), (7, "py-import-project-extension")} == got    # not torch's _C (3)
+    jit = {(line, rule) for line, rule, _ in hits(report, "extpkg/jit.py")}
+    # a JIT load() of .cu sources: the module it stands for, imported, and called through another name
+    assert {(4, "py-import-project-extension"), (12, "py-import-project-extension")} <= jit
+    assert not any(line == 9 for line, _ in jit)        # `ext_c = fused_ext` only names it again

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterable
 
 from gapbench.errors import GapbenchError
-from gapbench.scan.engine import kinds_of, own_packages, scan_entries, with_tree_macros
+from gapbench.scan.engine import kinds_of, own_packages, scan_entries, with_tree_facts
 from gapbench.scan.findings import Finding, Note
 from gapbench.scan.rules import TARGETS, VERDICTS, Rule, RuleSet, load_rules
 from gapbench.scan.scanreport import ScanReport, check_targets
@@ -49,7 +49,7 @@ def scan(path: str | os.PathLike, targets: Iterable[str] = TARGETS, *, max_bytes
     scanned = nbytes = suppressed = 0
     packages = own_packages(items)
     results = list(scan_entries(items, ruleset, max_bytes, max(1, jobs), packages))
-    for entry, res in with_tree_macros(results, ruleset, max_bytes, packages):
+    for entry, res in with_tree_facts(results, ruleset, max_bytes, packages):
         if res.skipped:
             skipped.append(Skipped(entry.rel, res.skipped))
             continue

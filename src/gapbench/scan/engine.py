@@ -62,8 +62,10 @@ def kinds_of(rel: str) -> tuple[str, ...]:
 class Matcher:
     """Everything compiled that a worker needs."""
 
-    def __init__(self, ruleset: RuleSet, max_bytes: int, macros=None, packages: frozenset[str] = frozenset()):
+    def __init__(self, ruleset: RuleSet, max_bytes: int, macros=None, packages: frozenset[str] = frozenset(),
+                 extensions: frozenset[str] = frozenset()):
         self.ruleset = ruleset
+        self.extensions = extensions    # the tree's compiled CUDA extensions (a second pass gives them)
         self.macros = macros    # portability macros the tree's other files define (a second pass gives them)
         self.packages = packages    # folders of the tree holding Python: the project's own packages
         self.python = PythonRules(ruleset)
@@ -131,6 +133,8 @@ class Matcher:
         name = rel.rsplit("/", 1)[-1]
         if "python" in kinds:
             present = self.python.gate(text)
+            if present is None and self.extensions and _mentions(text, self.extensions):
+                present = frozenset(self.python._quick)     # it imports one of the tree's CUDA extensions
             if present is not None:
                 raw += self._python(rel, text, res, present)
         if "notebook" in kinds:
@@ -190,7 +194,11 @@ class Matcher:
             matches = self.python.fallback(text)
         else:
             try:
-                matches = self.python.match(tree, text, present, frozenset(rel.split("/")[:-1]) | self.packages)
+                folder = tuple(rel.split("/")[:-1])
+                facts: dict = {}
+                matches = self.python.match(tree, text, present, frozenset(folder) | self.packages, folder,
+                                            self.extensions, facts)
+                res.extensions = facts.get("extensions", frozenset())
             except RecursionError:
                 res.notes.append(Note(rel, "Python too deeply nested to walk: fell back to a text scan"))
                 matches = self.python.fallback(text)
@@ -272,23 +280,51 @@ def scan_entries(items: list[tuple[Entry, tuple[str, ...]]], ruleset: RuleSet, m
 
 
 
-def with_tree_macros(results: list[tuple[Entry, FileResult]], ruleset: RuleSet, max_bytes: int,
-                     packages: frozenset[str] = frozenset()) -> list[tuple[Entry, FileResult]]:
-    """The results with the C/C++ files that test a portability macro defined in another file of the tree scanned
-    again knowing it (`#if MYLIB_HIP` in a kernel file, `#define MYLIB_HIP 1` under `#ifdef USE_ROCM` in a
-    header). Few files: the second pass runs here, in this process."""
+def _mentions(text: str, extensions: frozenset[str]) -> bool:
+    """Whether an import in the text could name one of these modules (a substring test first: cheap)."""
+    lasts = {e.rsplit(".", 1)[-1] for e in extensions}
+    return "import" in text and any(last in text for last in lasts)
+
+
+def with_tree_facts(results: list[tuple[Entry, FileResult]], ruleset: RuleSet, max_bytes: int,
+                    packages: frozenset[str] = frozenset()) -> list[tuple[Entry, FileResult]]:
+    """The results with the files that need what another file of the tree says scanned again knowing it: C/C++
+    files testing a portability macro defined elsewhere (`#if MYLIB_HIP` in a kernel file, `#define MYLIB_HIP 1`
+    under `#ifdef USE_ROCM` in a header), Python files importing a CUDA extension the tree builds
+    (`from . import _C` beside a setup.py with `CUDAExtension(name="pkg._C")`). Few files: the second pass runs
+    here, in this process."""
     tree = None
+    extensions: set[str] = set()
     for _, res in results:
         if res.macros is not None:
             tree = res.macros if tree is None else tree.merged(res.macros)
-    if not tree:
+        extensions |= res.extensions
+    if not tree and not extensions:
         return results
+    exts = frozenset(extensions)
     matcher = None
     out = []
     for entry, res in results:
         own = res.macros.names if res.macros is not None else frozenset()
-        if res.tested and (res.tested & tree.names) - own:
-            matcher = matcher or Matcher(ruleset, max_bytes, tree, packages)
+        again = bool(tree) and bool(res.tested) and bool((res.tested & tree.names) - own)
+        if not again and exts - res.extensions and entry.rel.endswith(PY_EXT) and res.scanned:
+            again = _imports_one(entry, exts - res.extensions, max_bytes)
+        if again:
+            matcher = matcher or Matcher(ruleset, max_bytes, tree, packages, exts)
             res = matcher.scan_file(entry, kinds_of(entry.rel))
         out.append((entry, res))
     return out
+
+
+def _imports_one(entry: Entry, extensions: frozenset[str], max_bytes: int) -> bool:
+    try:
+        fd, _ = open_regular(entry.path, follow=False)
+    except Unreadable:
+        return False
+    try:
+        data = read_fd(fd, max_bytes)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return _mentions(data.decode("utf-8", errors="replace"), extensions)

@@ -32,6 +32,7 @@ class FileResult:
     bytes: int = 0
     macros: object = None       # C/C++: the portability macros the file defines (branches.PortMacros)
     tested: frozenset = frozenset()     # C/C++: the names its #if conditions test
+    extensions: frozenset = frozenset()     # Python: the CUDA extensions it builds (module names)
 
 
 def shown_path(path: str) -> str:

@@ -196,13 +196,20 @@ class PythonRules:
         return tuple(w for w in self._walk_literals if self._quick_of_walk[w] is None or self._quick_of_walk[w] in present)
 
     def match(self, tree: ast.AST, text: str, present: frozenset[str] | None = None,
-              own: frozenset[str] = frozenset()) -> list[PythonMatch]:
+              own: frozenset[str] = frozenset(), folder: tuple[str, ...] = (),
+              extensions: frozenset[str] = frozenset(), facts: dict | None = None) -> list[PythonMatch]:
         """Findings in a parsed file. Only statements on lines that hold a hint or an import are walked:
         any name a rule can resolve has its CUDA-looking part on such a line, or behind an import alias
         (the lines using such an alias are walked in a second, equally pruned pass)."""
         fm = _FileMatch(self, tree, text)
         fm.own = own    # the folders the file sits in: a package importing itself is not a dependency
-        return fm.run(self.walk_literals(present))
+        fm.folder = folder
+        fm.extensions = set(extensions)
+        found = fm.run(self.walk_literals(present))
+        if facts is not None:
+            facts["extensions"] = frozenset(fm.declared)
+            facts["imports"] = frozenset(fm.imported)
+        return found
 
 
 class _FileMatch:
@@ -222,6 +229,11 @@ class _FileMatch:
         self.parents: dict[int, ast.AST] = {}
         self.own: frozenset[str] = frozenset()
         self.via_module: set[str] = set()   # names imported from a CUDA module: the import is their finding
+        self.folder: tuple[str, ...] = ()   # the file's folders, for its relative imports
+        self.extensions: set[str] = set()   # the project's compiled CUDA extensions (module names)
+        self.declared: set[str] = set()     # extensions this file builds (CUDAExtension(name=...), load(...))
+        self.imported: set[str] = set()     # every module this file imports (full names)
+        self.ext_aliases: dict[str, str] = {}   # names bound to an extension module -> its name
 
     def run(self, literals: tuple[str, ...]) -> list[PythonMatch]:
         found: set[str] = set()
@@ -230,6 +242,10 @@ class _FileMatch:
             walk_lines = sorted(set(walk_lines) | set(_lines_of(self.rules._walk_rx, self.text, self.starts)))
         nodes = _pruned_walk(self.tree, walk_lines, self.parents)
         self._imports(nodes)    # first: aliases are flow-insensitive, one anywhere in the file counts everywhere
+        ext_rule = self.rules.structural.get("python-extension")
+        if ext_rule:
+            self._declared_extensions(ext_rule[0])
+            nodes += self._extension_nodes(nodes, ext_rule[0])
         nodes += self._alias_nodes(nodes)
         self.strings = self.rules.strings_for(self.text, found)
         for node in nodes:
@@ -334,9 +350,94 @@ class _FileMatch:
                         continue
                     full = f"{node.module}.{a.name}"
                     self.aliases[a.asname or a.name] = full
+                    self.imported.update((node.module, full))
                     self._report_import(node, a, full, f"from {node.module} import {a.name}", reported)
 
+
+    def _relative_import(self, node: ast.ImportFrom, reported: set[tuple[int, str]]) -> None:
+        """`from . import _C` in pkg/__init__.py: pkg._C; an extension's import is a finding, its uses too."""
+        if node.level > len(self.folder) + 1:
+            return
+        base = list(self.folder[:len(self.folder) - node.level + 1])
+        module = ".".join(base + ([node.module] if node.module else []))
+        for a in node.names:
+            full = f"{module}.{a.name}" if module else a.name
+            for name in (full, module):
+                # the file's folders may sit below the scanned root: a dotted extension name is matched at the end
+                name = next((e for e in self.extensions if name == e or "." in e and name.endswith("." + e)), None)
+                if name is not None:
+                    bound = a.asname or a.name
+                    self.aliases[bound] = full if name == full else f"{module}.{a.name}"
+                    self.ext_aliases[bound] = name
+                    self.imported.add(name)
+                    self._report_extension(node.lineno, node.col_offset, f"from {'.' * node.level}"
+                                           f"{node.module or ''} import {a.name}", reported)
+                    break
+
+    def _report_extension(self, line: int, col: int, shown: str, reported: set[tuple[int, str]]) -> None:
+        rule = self.rules.structural["python-extension"][0]
+        if (line, rule.id) not in reported:
+            reported.add((line, rule.id))
+            self._add(rule, line, col, shown)
+
+    def _declared_extensions(self, rule: Rule) -> None:
+        """The extensions this file builds for CUDA: CUDAExtension(name=...), cpp_extension.load(...) with CUDA
+        flags or .cu sources; by their name (a string) and by the variable a load() is bound to."""
+        # the builder's own names in this file (`load`, `CUDAExtension`), or a module path ending in one
+        builders = sorted({k for k, q in self.aliases.items() if rule.regex.search(q)})
+        if "cpp_extension" not in self.text and not builders:
+            return
+        alts = [re.escape(b) for b in builders] + [r"[\w.]*cpp_extension\.(?:load|CUDAExtension)"]
+        rx = re.compile(r"(?<![\w.])(?:" + "|".join(alts) + r")[\s\\]*\(")
+        for node in _pruned_walk(self.tree, _lines_of(rx, self.text, self.starts)):
+            value = node.value if isinstance(node, ast.Assign) else node
+            if not isinstance(value, ast.Call):
+                continue
+            dotted = _dotted(value.func)
+            q = _qualify(dotted, self.aliases) if dotted else None
+            if not q or not rule.regex.search(q) or not _builds_cuda(q, value):
+                continue
+            name = next((k.value for k in value.keywords if k.arg == "name"), value.args[0] if value.args else None)
+            if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                self.declared.add(name.value)
+            if isinstance(node, ast.Assign):
+                self.declared.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        self.extensions |= self.declared
+
+    def _extension_nodes(self, nodes: list[ast.AST], rule: Rule) -> list[ast.AST]:
+        """Imports of the project's CUDA extensions (absolute ones), names bound to them (`ext_c = ext`), and the
+        nodes on the lines that use those names (walked again: such a line need not name CUDA)."""
+        if not self.extensions:
+            return []
+        reported = {(m.line, m.rule.id) for m in self.found}
+        for node in nodes:
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name in self.extensions:
+                        self.ext_aliases[a.asname or a.name.split(".")[0]] = a.name
+                        self._report_extension(a.lineno, a.col_offset, f"import {a.name}", reported)
+            elif isinstance(node, ast.ImportFrom) and node.level:
+                self._relative_import(node, reported)
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                for a in node.names:
+                    full = f"{node.module}.{a.name}"
+                    if full in self.extensions or node.module in self.extensions:
+                        self.ext_aliases[a.asname or a.name] = full if full in self.extensions else node.module
+                        self._report_extension(node.lineno, node.col_offset, f"from {node.module} import {a.name}",
+                                               reported)
+        for node in ast.walk(self.tree):    # `ext_c = exllamav2_ext`: another name for it
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                    and isinstance(node.value, ast.Name) and node.value.id in self.ext_aliases:
+                self.ext_aliases.setdefault(node.targets[0].id, self.ext_aliases[node.value.id])
+        if not self.ext_aliases:
+            return []
+        rx = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(self.ext_aliases))) + r")\s*\.")
+        seen = {id(n) for n in nodes}
+        return [n for n in _pruned_walk(self.tree, _lines_of(rx, self.text, self.starts), self.parents)
+                if id(n) not in seen]
+
     def _alias_import(self, a: ast.alias) -> None:
+        self.imported.add(a.name)
         if a.asname:
             self.aliases[a.asname] = a.name
         else:
@@ -418,6 +519,11 @@ class _FileMatch:
         if isinstance(node, ast.Name) and (not isinstance(node.ctx, ast.Load) or not self._runs(node)
                                            or node.id in self.via_module):
             return      # a name bound again (`X = None` after a failed import) or passed along is not a use
+        head = dotted.split(".")[0]
+        if head in self.ext_aliases and "." in dotted and self._is_use(node):
+            rule = self.rules.structural["python-extension"][0]
+            self._add(rule, node.lineno, node.col_offset, dotted)     # _C.rasterize_gaussians(...)
+            return
         q = _qualify(dotted, self.aliases)
         if q:
             hit = self.rules._longest(self.rules.attr, q)
@@ -452,6 +558,9 @@ class _FileMatch:
         if isinstance(node, ast.Attribute) and node.attr in _NOT_USES:
             return False
         parent = self.parents.get(id(node))
+        if isinstance(parent, ast.Assign) and parent.value is node and isinstance(node, ast.Name) \
+                and all(isinstance(t, ast.Name) for t in parent.targets):
+            return False    # `ext_c = ext`: another name for it, used where that name is
         if isinstance(parent, ast.Compare):
             return not any(isinstance(c, ast.Constant) and c.value is None for c in (parent.left, *parent.comparators))
         if isinstance(parent, ast.Call) and node is not parent.func and isinstance(parent.func, ast.Name):
@@ -475,6 +584,16 @@ class _FileMatch:
         for r in self.strings:
             if r.regex.search(node.value):
                 self._add(r, node.lineno, node.col_offset, repr(node.value))
+
+
+def _builds_cuda(q: str, call: ast.Call) -> bool:
+    """A CUDAExtension, or a load() given CUDA flags or .cu sources."""
+    if q.endswith("CUDAExtension"):
+        return True
+    if any(k.arg in ("extra_cuda_cflags", "cuda_sources", "with_cuda") for k in call.keywords):
+        return True
+    return any(isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.endswith((".cu", ".cuh"))
+               for n in ast.walk(call))
 
 
 def _hinted(rule: Rule, text: str) -> bool:

@@ -37,8 +37,11 @@ STRUCTURES = {
     "python-compare": "a Python value compared with a literal (or a version): its dotted name, or a variable bound "
                       "from an expression the pattern names",
     "python-call": "a Python call with literal arguments only: the called function's dotted name",
+    "python-extension": "a Python call building a CUDA extension (its dotted name): the extension's imports and "
+                        "uses anywhere in the tree are findings",
 }
-_STRUCTURE_KIND = {"python-compare": "python-string", "python-call": "python-string"}
+_STRUCTURE_KIND = {"python-compare": "python-string", "python-call": "python-string",
+                   "python-extension": "python-string"}
 DEFAULT_RULES = Path(__file__).with_name("rules.toml")
 NO_HIP_SUFFIX = "-no-hip"
 MAX_RULES_BYTES = 4 * 2**20    # the packaged rules are about 60 KiB
