@@ -92,7 +92,7 @@ def parts(device: str, label: str, dry: bool) -> dict[str, Part]:
                                 "1,8,64", "--variant-budget", "15"],
                          dry_extra=["--dtype", "fp32", "--batch-size", "1,4", "--input-len", "32", "--output-len", "8"],
                          needs=("transformers",)),
-        "libs": run("libs", "gemm-libs", extra=["--dtype", "bf16", "--variant-budget", "3"]),
+        "libs": run("libs", "gemm-libs:one", extra=["--dtype", "bf16", "--variant-budget", "3"]),
         "coverage": Part("coverage", ["coverage", "--device", device, "--dtype", "float32" if dry else "bfloat16",
                                       *(["--ops", "^(add|mul|matmul|nn.functional.relu)$"] if dry else []),
                                       "--max-samples", "2", "--op-timeout", "5" if dry else "20", "--label", label,

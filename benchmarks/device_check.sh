@@ -26,7 +26,7 @@ micro       30   # SDPA attention and convolution at fp32 (TF32 off), tf32 and b
 models      75   # Llama-2-70B slice training and BERT-large fine-tuning
 llm-infer   55   # Llama-3-8B shapes, bf16, 1k in / 128 out at batch 1, 8 and 64
 sdxl        40   # SDXL inference (skipped, and said so, without diffusers)
-libs        45   # one GEMM through every library path: vendor BLAS, F.linear, TunableOp, Triton, Inductor
+libs        45   # one 4096³ bf16 GEMM through every library path: vendor BLAS, F.linear, TunableOp, Triton, Inductor
 coverage    35   # operator coverage audit at bf16 under a budget
 env         10   # the device identity and software stack
 compare     15   # the gap table against the built-in published references, as Markdown

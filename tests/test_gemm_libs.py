@@ -147,3 +147,17 @@ def test_the_check_reads_the_sampled_block_of_b_not_all_of_it():
     c = next(j for j in range(n) if j not in set(cols.tolist()))
     outside[r, c] += 1e3
     assert ops.check(outside, TOLERANCE["fp32"], torch.device("cpu")) is None
+
+
+def test_the_one_preset_is_one_square_product_through_every_path():
+    from gapbench import devices
+    from gapbench.workloads import Context, get
+
+    w = get("gemm-libs")
+    for kind, side in (("test", 4096), ("cpu", 1024)):
+        ctx = Context(device=devices.resolve(kind), preset="one")
+        variants = w.variants("one", ctx)
+        quick = {v.params["path"] for v in w.variants("quick", ctx)}
+        assert {(v.params["m"], v.params["n"], v.params["k"]) for v in variants} == {(side, side, side)}
+        assert {v.params["path"] for v in variants} == quick  # every path the quick preset has
+        assert {v.params["dtype"] for v in variants} == ({"bf16"} if kind == "test" else {"fp32", "bf16"})

@@ -53,6 +53,8 @@ def llama_shapes(models, tokens: int) -> list[tuple[int, int, int]]:
 def shapes_for(preset: str, accelerator: bool) -> list[tuple[int, int, int]]:
     if preset == "tiny":
         return [(128, 128, 128)]
+    if preset == "one":
+        return [(4096, 4096, 4096)] if accelerator else [(1024, 1024, 1024)]
     if preset == "quick":
         if accelerator:
             return [(4096, 4096, 4096)] + llama_shapes([LLAMA2_7B], TOKENS_ACCELERATOR)
@@ -69,7 +71,7 @@ def dtypes_for(preset: str, ctx: Context) -> list[str]:
     """Those asked for with --dtype, else the preset's."""
     if preset == "full":
         default = list(DTYPES)
-    elif preset == "quick" and ctx.device.is_accelerator:
+    elif preset in ("quick", "one") and ctx.device.is_accelerator:
         default = ["bf16"]
     else:
         default = list(DTYPES) if ctx.device.is_accelerator and preset == "standard" else ["fp32", "bf16"]
@@ -81,7 +83,7 @@ def paths_for(preset: str, ctx: Context) -> list[str]:
     default and max-autotune mixes (minutes of C++ compiling per shape on a few cores; `full` has them)."""
     dev = ctx.device
     paths = list(GEMM_PATHS) + [BLAS_PREFIX + c for c in dev.blas_choices()]
-    if preset in ("standard", "quick") and not dev.is_accelerator:
+    if preset in ("standard", "quick", "one") and not dev.is_accelerator:
         paths = [p for p in paths if path_kind(GEMM_WORKLOAD, p) != "compiler"]
     return paths
 
@@ -369,6 +371,8 @@ class GemmLibs(PathWorkload):
     description = "one GEMM through every path of the stack: vendor library, tuned, portable kernels, compiled"
     presets = {
         "tiny": "128³, fp32 and bf16, every path (tests)",
+        "one": "one square product, 1024³ (CPU) / 4096³ (accelerator), fp32 and bf16 (CPU) / bf16 (accelerator), "
+               "every path: a library comparison that fits a minute",
         "quick": "1024³ and a Llama-2-7B MLP shape at 512 tokens, fp32 and bf16 (CPU) / 4096³ and the Llama-2-7B "
                  "projections at 16384 tokens, bf16 (accelerator)",
         "standard": "squares 512–4096 and the Llama-2-7B projections at 512 tokens, fp32 and bf16 (CPU) / squares "
