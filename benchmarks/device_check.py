@@ -78,10 +78,13 @@ def parts(device: str, label: str, dry: bool) -> dict[str, Part]:
     return {
         # the max-achievable sweeps a reader sets beside published GEMM measurements, first
         "gemm-sweep": run("gemm-sweep", "gemm:sweep", extra=["--dtype", "bf16,fp8"], dry_extra=["--dtype", "bf16,fp8"]),
-        "gemm": run("gemm", "gemm:shapes", extra=["--dtype", "fp32,tf32,bf16,fp16,fp8,int8", "--variant-budget", "1"],
+        # ~60 rows in its minute: short repeats (the sweep's rows carry the full ones), fp8 and int8 come last
+        "gemm": run("gemm", "gemm:shapes", extra=["--dtype", "fp32,tf32,bf16,fp16,fp8,int8", "--variant-budget", "1",
+                                                  "--min-time", "0.05", "--repeats", "5"],
                     dry_extra=["--dtype", "fp32,tf32,fp8,int8"]),
         "membw": run("membw", "membw:standard", extra=["--variant-budget", "3"]),
-        "micro": run("micro", "attention", "conv", extra=["--dtype", "fp32,tf32,bf16", "--variant-budget", "1.5"],
+        "micro": run("micro", "attention", "conv", extra=["--dtype", "fp32,tf32,bf16", "--variant-budget", "0.5",
+                                                           "--min-time", "0.02", "--repeats", "3"],
                      dry_extra=["--dtype", "fp32,tf32"]),
         "models": run("models", "llm-train:llama2-70b-slice", "bert-finetune:bert-large-128",
                       extra=["--variant-budget", "35"], needs=("transformers",)),
