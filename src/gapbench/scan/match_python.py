@@ -93,9 +93,10 @@ class PythonRules:
                 gates[m] = None
         if r.structure:
             self.structural.setdefault(r.structure, []).append(r)
-            hints.update(r.hint)
-            gates.update({h: None for h in r.hint})
-            return
+            if r.structure == "python-extension":   # a build script need not name CUDA: its hints open the file
+                hints.update(r.hint)
+                gates.update({h: None for h in r.hint})
+            return      # gates are tried in files parsed for the other rules (their hints: file and line tests)
         if "python-string" in r.kinds:
             self.strings.append(r)
             if r.hint:
@@ -284,13 +285,15 @@ class _FileMatch:
     def _gates(self) -> None:
         """Comparisons and calls that gate on a CUDA fact (the python-compare and python-call rules): a CUDA version
         (`bare_metal_version >= Version("11.8")` after `_, bare_metal_version = get_cuda_bare_metal_version(...)`),
-        a compute capability (`major == 8 and minor == 7`, `has_cuda_capability(8, 9)`). The whole file is walked,
-        only when a rule's hint occurs in it: the gate's own line need not name CUDA."""
-        compare = [r for r in self.rules.structural.get("python-compare", ()) if _hinted(r, self.text)]
-        call = [r for r in self.rules.structural.get("python-call", ()) if _hinted(r, self.text)]
-        if not compare and not call:
+        a compute capability (`major == 8 and minor == 7`, `has_cuda_capability(8, 9)`). A rule's hints are line
+        tests: only lines holding one are walked, then the lines using a name bound on them."""
+        compare = self.rules.structural.get("python-compare", ())
+        call = self.rules.structural.get("python-call", ())
+        hinted = tuple({h for r in (*compare, *call) for h in r.hint})
+        lines = [ln for ln in _lines_with(hinted, self.text, self.starts) if _GATE_OR_BIND.search(self.lines[ln - 1])]
+        if not lines:
             return
-        nodes = list(ast.walk(self.tree))
+        nodes = _pruned_walk(self.tree, lines)
         bound: dict[str, Rule] = {}     # variables bound from an expression a compare rule names
         for node in nodes:
             if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
@@ -301,6 +304,11 @@ class _FileMatch:
                         for n in ast.walk(t):
                             if isinstance(n, ast.Name) and n.id != "_":
                                 bound.setdefault(n.id, rule)
+        if bound:
+            rx = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(bound))) + r")\b")
+            more = [ln for ln in _lines_of(rx, self.text, self.starts) if _GATE_LINE.search(self.lines[ln - 1])]
+            seen = {id(n) for n in nodes}
+            nodes += [n for n in _pruned_walk(self.tree, more) if id(n) not in seen]
         reported = {(m.line, m.rule.id) for m in self.found}
         for node in nodes:
             rule = None
@@ -312,7 +320,10 @@ class _FileMatch:
                 rule = next((r for r in call if name and r.regex.search(name)), None)
             if rule is not None and (node.lineno, rule.id) not in reported:
                 reported.add((node.lineno, rule.id))
-                self._add(rule, node.lineno, node.col_offset, ast.get_source_segment(self.text, node) or rule.id)
+                src = self.lines[node.lineno - 1] if 0 < node.lineno <= len(self.lines) else ""
+                end = node.end_col_offset if node.end_lineno == node.lineno else len(src.encode("utf-8"))
+                shown = src.encode("utf-8")[node.col_offset:end].decode("utf-8", errors="replace")
+                self._add(rule, node.lineno, node.col_offset, shown or rule.id)
 
     def _per_statement(self, nodes: list[ast.AST]) -> list[PythonMatch]:
         """One finding per rule and statement, at its first flagged line; findings in a port branch marked."""
@@ -320,7 +331,7 @@ class _FileMatch:
         spans = unit_of_lines(python_units(nodes), lines)
         items = [(m.rule.id, m.line, m.col, m.text, m.rule) for m in self.found]
         merged = collapse(items, lambda it: spans.get(it[1]), self.rules.exempt, self.lines)
-        ported = python_port_lines(nodes)
+        ported = python_port_lines(_pruned_walk(self.tree, lines))     # every node around a finding
         return [PythonMatch(rule, line, col, shown, bool(ported) and in_ranges(ported, line), last)
                 for _, line, col, shown, rule, last in merged]
 
@@ -637,6 +648,9 @@ def _is_literal(node: ast.AST) -> bool:
     return False
 
 
+# A line that can hold a gate: a comparison, or a call given a number.
+_GATE_LINE = re.compile(r"[<>]|[=!]=|\(\s*\d")
+_GATE_OR_BIND = re.compile(r"[<>]|[=!]?=|\(\s*\d")    # a gate, or an assignment binding a name
 _VERSION_CALLS = frozenset({"Version", "parse", "LooseVersion", "StrictVersion", "parse_version"})
 
 
