@@ -163,3 +163,11 @@ def test_a_projects_cuda_extension_and_its_calls(report):
     # a JIT load() of .cu sources: the module it stands for, imported, and called through another name
     assert {(4, "py-import-project-extension"), (12, "py-import-project-extension")} <= jit
     assert not any(line == 9 for line, _ in jit)        # `ext_c = fused_ext` only names it again
+
+
+def test_warp_counts_derived_from_32(report):
+    got = {line for line, rule, _ in hits(report, "warp.cu") if rule == "cpp-warp-size-arith"}
+    start = next(i for i, s in enumerate((KINDS / "warp.cu").read_text().split("\n"), 1) if "DEMO_WARPS" in s)
+    # warps from threads / 32, threads from warps * 32, a thread count asserted against 32, cub's warp width
+    assert {start, start + 1, start + 2, start + 3} <= got
+    assert start + 4 not in got         # 32 tiles are no warp
