@@ -171,3 +171,15 @@ def test_warp_counts_derived_from_32(report):
     # warps from threads / 32, threads from warps * 32, a thread count asserted against 32, cub's warp width
     assert {start, start + 1, start + 2, start + 3} <= got
     assert start + 4 not in got         # 32 tiles are no warp
+
+
+def test_requirements_named_in_code_and_what_is_not_one(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "pyrules/requirements_in_code.py")}
+    assert (4, "py-requirement-cuda-package") in got                # cuda-* and CUDA kernel packages
+    assert (8, "py-cuda-device-string") in got
+    assert 7 not in {line for line, _ in got}                       # a type annotation naming devices
+    own = {(line, rule) for line, rule, _ in hits(report, "mamba_ssm/names.py")}
+    assert own == {(2, "py-requirement-cuda-package")}              # not the project's own name (its folder)
+    sh = {(line, rule) for line, rule, _ in hits(report, "scripts/build_cuda.sh")}
+    assert {(10, "build-cuda-kernel-source"), (11, "build-cuda-kernel-source")} <= sh
+    assert not any(line == 12 for line, _ in sh)

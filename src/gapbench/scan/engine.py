@@ -197,7 +197,7 @@ class Matcher:
                 folder = tuple(rel.split("/")[:-1])
                 facts: dict = {}
                 matches = self.python.match(tree, text, present, frozenset(folder) | self.packages, folder,
-                                            self.extensions, facts)
+                                            self.extensions, facts, self.packages)
                 res.extensions = facts.get("extensions", frozenset())
             except RecursionError:
                 res.notes.append(Note(rel, "Python too deeply nested to walk: fell back to a text scan"))

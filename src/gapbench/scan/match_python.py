@@ -198,13 +198,15 @@ class PythonRules:
 
     def match(self, tree: ast.AST, text: str, present: frozenset[str] | None = None,
               own: frozenset[str] = frozenset(), folder: tuple[str, ...] = (),
-              extensions: frozenset[str] = frozenset(), facts: dict | None = None) -> list[PythonMatch]:
+              extensions: frozenset[str] = frozenset(), facts: dict | None = None,
+              packages: frozenset[str] = frozenset()) -> list[PythonMatch]:
         """Findings in a parsed file. Only statements on lines that hold a hint or an import are walked:
         any name a rule can resolve has its CUDA-looking part on such a line, or behind an import alias
         (the lines using such an alias are walked in a second, equally pruned pass)."""
         fm = _FileMatch(self, tree, text)
         fm.own = own    # the folders the file sits in: a package importing itself is not a dependency
         fm.folder = folder
+        fm.packages = packages | frozenset(folder[:1])    # the project's top-level packages: its own names
         fm.extensions = set(extensions)
         found = fm.run(self.walk_literals(present))
         if facts is not None:
@@ -231,6 +233,7 @@ class _FileMatch:
         self.own: frozenset[str] = frozenset()
         self.via_module: set[str] = set()   # names imported from a CUDA module: the import is their finding
         self.folder: tuple[str, ...] = ()   # the file's folders, for its relative imports
+        self.packages: frozenset[str] = frozenset()
         self.extensions: set[str] = set()   # the project's compiled CUDA extensions (module names)
         self.declared: set[str] = set()     # extensions this file builds (CUDAExtension(name=...), load(...))
         self.imported: set[str] = set()     # every module this file imports (full names)
@@ -501,6 +504,19 @@ class _FileMatch:
         elif self.strings and isinstance(node, ast.Constant) and isinstance(node.value, str):
             self._string(node)
 
+    def _in_annotation(self, node: ast.AST) -> bool:
+        """A node inside a type annotation (`-> Literal["cuda", "rocm"]`, `device: "cuda"`): a type, not a value."""
+        child, parent = node, self.parents.get(id(node))
+        for _ in range(32):
+            if parent is None:
+                return False
+            if _annotation_of(parent, child):
+                return True
+            if isinstance(parent, ast.stmt):
+                return False
+            child, parent = parent, self.parents.get(id(parent))
+        return False
+
     def _note_docstring(self, node) -> None:
         body = node.body
         if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
@@ -592,6 +608,8 @@ class _FileMatch:
     def _string(self, node: ast.Constant) -> None:
         if id(node) in self.docstrings or _is_prose(node.value):
             return
+        if node.value.replace("-", "_") in self.packages or self._in_annotation(node):
+            return      # the project's own name (PACKAGE_NAME = "mylib"), a type (Literal["cuda", "rocm"])
         for r in self.strings:
             if r.regex.search(node.value):
                 self._add(r, node.lineno, node.col_offset, repr(node.value))
@@ -674,6 +692,15 @@ def _compare_gate(rules: list[Rule], bound: dict[str, Rule], node: ast.Compare) 
         if rule is not None:
             return rule
     return None
+
+
+def _annotation_of(parent: ast.AST, node: ast.AST) -> bool:
+    """Whether `node` is (the top of) an annotation of `parent`."""
+    if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return parent.returns is node
+    if isinstance(parent, (ast.arg, ast.AnnAssign)):
+        return parent.annotation is node
+    return False
 
 
 def _bound_name(node: ast.AST) -> tuple[str | None, ast.AST | None]:
