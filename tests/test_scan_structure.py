@@ -183,3 +183,8 @@ def test_requirements_named_in_code_and_what_is_not_one(report):
     sh = {(line, rule) for line, rule, _ in hits(report, "scripts/build_cuda.sh")}
     assert {(10, "build-cuda-kernel-source"), (11, "build-cuda-kernel-source")} <= sh
     assert not any(line == 12 for line, _ in sh)
+
+
+def test_torch_private_cuda_bindings(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "pyrules/graphs.py")}
+    assert (20, "py-torch-c-cuda") in got and not any(line == 21 for line, _ in got)

@@ -45,6 +45,7 @@ class PythonRules:
         self.methods: dict[str, Rule] = {}
         self.strings: list[Rule] = []
         self.structural: dict[str, list[Rule]] = {}     # python-compare / python-call rules
+        self.attr_wild: dict[str, list[tuple[str, Rule]]] = {}  # parent name -> (prefix of the next part, rule)
         self.exempt = frozenset(r.id for r in ruleset.rules.values() if r.each)
         hints: set[str] = set()
         # (literal, confirming regex or None): a file is parsed only when some literal occurs (a fast `in`)
@@ -73,6 +74,12 @@ class PythonRules:
         """File one rule under its kinds, and note the substrings that make a file worth parsing for it."""
         if "python-attr" in r.kinds:
             for m in r.match:
+                if m.endswith("*"):     # `torch._C._cuda_*`: every name below torch._C starting so
+                    parent, _, prefix = m[:-1].rpartition(".")
+                    self.attr_wild.setdefault(parent, []).append((prefix, r))
+                    hints.add(prefix)
+                    gates[prefix] = None
+                    continue
                 self.attr[m] = r
                 for h in r.hint or (r.keyword.split("_")[0] if r.keyword else _hint_for(m),):
                     hints.add(h)
@@ -123,6 +130,21 @@ class PythonRules:
                     if lit in text and (rx is None or rx.search(text)):
                         return present
         return None
+
+    def attr_hit(self, dotted: str) -> tuple[str, Rule] | None:
+        """The python-attr rule for a dotted name: the longest name matching, a `parent.prefix*` one included."""
+        hit = self._longest(self.attr, dotted)
+        if self.attr_wild:
+            parts = dotted.split(".")
+            for i in range(len(parts) - 1, 0, -1):
+                parent = ".".join(parts[:i])
+                for prefix, rule in self.attr_wild.get(parent, ()):
+                    if parts[i].startswith(prefix):
+                        name = f"{parent}.{parts[i]}"
+                        if hit is None or len(name) > len(hit[0]):
+                            return name, rule
+                        return hit
+        return hit
 
     @staticmethod
     def _longest(table: dict[str, Rule], dotted: str) -> tuple[str, Rule] | None:
@@ -463,7 +485,7 @@ class _FileMatch:
         if full.split(".")[0] in self.own:
             return      # the project's own package (bitsandbytes/utils.py importing bitsandbytes)
         package = self.rules._longest(self.rules.imports, full)
-        hit = package or self.rules._longest(self.rules.attr, full)
+        hit = package or self.rules.attr_hit(full)
         if not hit or hit[1].keyword:
             return
         module = getattr(node, "module", None)
@@ -527,7 +549,7 @@ class _FileMatch:
         dotted = _dotted(f)
         q = _qualify(dotted, self.aliases) if dotted else None
         if q:
-            hit = self.rules._longest(self.rules.attr, q)
+            hit = self.rules.attr_hit(q)
             if hit and hit[1].keyword:
                 self.handled.add(id(f))
                 if any(k.arg == hit[1].keyword for k in node.keywords):
@@ -553,7 +575,7 @@ class _FileMatch:
             return
         q = _qualify(dotted, self.aliases)
         if q:
-            hit = self.rules._longest(self.rules.attr, q)
+            hit = self.rules.attr_hit(q)
             if hit and not hit[1].keyword:
                 self._add(hit[1], node.lineno, node.col_offset, dotted)
             elif not hit and (used := self.rules._longest(self.rules.import_uses, q)) and self._is_use(node) \
