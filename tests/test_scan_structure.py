@@ -188,3 +188,10 @@ def test_requirements_named_in_code_and_what_is_not_one(report):
 def test_torch_private_cuda_bindings(report):
     got = {(line, rule) for line, rule, _ in hits(report, "pyrules/graphs.py")}
     assert (19, "py-torch-c-cuda") in got and not any(line == 20 for line, _ in got)
+
+
+def test_a_call_running_over_lines_is_one_edit(report):
+    got = [(f.line, f.last_line, f.rule) for f in report.findings if f.path == "macros/kernels.cu" and f.line > 40]
+    assert (41, 42, "cpp-cuda-runtime-api") in got and (43, 45, "cpp-cublas") in got
+    assert not any(line in (42, 44, 45) for line, _, _ in got)
+    assert any(line == 49 for line, _, _ in got)        # a signature's parameters stay each a place to edit
