@@ -195,3 +195,8 @@ def test_a_call_running_over_lines_is_one_edit(report):
     assert (41, 42, "cpp-cuda-runtime-api") in got and (43, 45, "cpp-cublas") in got
     assert not any(line in (42, 44, 45) for line, _, _ in got)
     assert any(line == 49 for line, _, _ in got)        # a signature's parameters stay each a place to edit
+
+
+def test_shell_lines_that_only_print(report):
+    lines = {line for line, _, _ in hits(report, "scripts/build_cuda.sh")}
+    assert 14 in lines and not lines & {13, 15}     # a line writing a file is one; a message or a print is none

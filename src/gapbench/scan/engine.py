@@ -152,6 +152,8 @@ class Matcher:
                 found = self.text.match(kind, name, masked)
                 if kind == "build":
                     found = self._structure(name, text, masked, found)
+                    if found:
+                        found = _without_messages(masked, found)
                 raw += [(m.rule.id, m.line, m.col, m.text, m.ported, m.last) for m in found]
         return raw
 
@@ -203,6 +205,31 @@ class Matcher:
                 res.notes.append(Note(rel, "Python too deeply nested to walk: fell back to a text scan"))
                 matches = self.python.fallback(text)
         return [(m.rule.id, m.line, m.col, m.text, m.ported, m.last) for m in matches]
+
+
+# A shell line that only prints: echo/printf/Write-Host, or `python -c "... print(...)"`, sending nothing to a file,
+# a pipe or a command substitution. A message is no lock-in ("CUDA: 12.1"), a print of CUDA_HOME neither.
+_MESSAGE_LINE = re.compile(r"""^[ \t]*(?:-[ \t]+|run:[ \t]+)?(?:(?:echo|printf|Write-Host|Write-Output)\b"""
+                           r"""|python3?[ \t]+-c[ \t]+["'][^"'\n]*\bprint[ \t]*\()[^\n]*$""")
+_NOT_ONLY_PRINTING = re.compile(r">|\||\$\(|`|&&|;[ \t]*\S")
+
+
+def _without_messages(masked: str, found: list) -> list:
+    """Build-file findings without those on lines that only print a message."""
+    lines = masked.split("\n")
+    out = []
+    for m in found:
+        src = lines[m.line - 1] if 0 < m.line <= len(lines) else ""
+        if _MESSAGE_LINE.match(src) and not _NOT_ONLY_PRINTING.search(_strip_python_print(src)):
+            continue
+        out.append(m)
+    return out
+
+
+def _strip_python_print(src: str) -> str:
+    """A `python -c "...; print(...)"` line without its code (its `;` and parentheses are Python's)."""
+    m = re.search(r"""-c[ \t]+(["'])(.*)\1""", src)
+    return src[:m.start()] + src[m.end():] if m else src
 
 
 def _apply_suppressions(rel: str, text: str, raw) -> tuple[list[Finding], int]:
