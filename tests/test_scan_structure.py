@@ -200,3 +200,8 @@ def test_a_call_running_over_lines_is_one_edit(report):
 def test_shell_lines_that_only_print(report):
     lines = {line for line, _, _ in hits(report, "scripts/build_cuda.sh")}
     assert 14 in lines and not lines & {13, 15}     # a line writing a file is one; a message or a print is none
+
+
+def test_names_of_jobs_and_empty_make_variables_are_no_lock_in(report):
+    assert not any(line == 43 for line, _, _ in hits(report, "workflows/matrix.yml"))    # a job named for CUDA
+    assert not {line for line, _, _ in hits(report, "make/Makefile")} & {11, 12}          # set to nothing; a name

@@ -204,6 +204,9 @@ class BuildRules:
             rule: Rule | None = next((r for r in self.make if r.regex.search(m.group(1))), None)
             if rule is None:
                 continue
+            end = masked.find("\n", m.end())
+            if not masked[m.end():end if end >= 0 else None].strip():
+                continue        # `NVCC_LDLIBS =`: set to nothing, nothing to port
             starts = starts or _line_starts(masked)
             line, col = _position(starts, m.start(1))
             if line not in lines:

@@ -46,6 +46,8 @@ _OR_AND = re.compile(r"\|\||&&")
 _CONTEXT_NAME = re.compile(r"!?\s*\b(?:matrix|inputs|env|vars|needs\.[\w-]+\.outputs|steps\.[\w-]+\.outputs)"
                            r"\.([\w-]+)")
 _EMPTY_OR_OFF = re.compile(r"""^\s*(?:''|""|'cpu'|"cpu"|false|'false'|'none'|null)\s*$""", re.IGNORECASE)
+# Mappings whose keys are names (jobs, services, stages), not settings.
+_ID_PARENTS = frozenset({"jobs", "services", "workflows", "stages"})
 MAX_NODES = 200_000     # a document larger than this (in nodes) is left to the line patterns
 
 
@@ -117,26 +119,27 @@ class _Walk:
         self.busy: set[int] = set()     # lines where a key that is not a label starts
 
     def node(self, root) -> None:
-        stack = [root]
+        stack = [(root, "")]
         while stack:
-            n = stack.pop()
+            n, key = stack.pop()
             if id(n) in self.seen:
                 continue
             self.seen.add(id(n))
             if len(self.seen) > MAX_NODES:
                 raise _TooLarge
             if isinstance(n, yaml.MappingNode):
-                self._mapping(n)
-                stack.extend(v for _, v in reversed(n.value))
+                self._mapping(n, ids=key in _ID_PARENTS)
+                stack.extend((v, k.value if isinstance(k, yaml.ScalarNode) else "") for k, v in reversed(n.value))
             elif isinstance(n, yaml.SequenceNode):
-                stack.extend(reversed(n.value))
+                stack.extend((v, "") for v in reversed(n.value))
 
     def _add(self, rule: Rule, line: int, col: int, shown: str) -> None:
         if line not in self.flagged:
             self.flagged.add(line)
             self.facts.found.append(TextMatch(rule, line, col, _short(shown)))
 
-    def _mapping(self, n) -> None:
+    def _mapping(self, n, ids: bool = False) -> None:
+        """`ids`: the mapping's keys name jobs or services (`build-cuda-windows:`), they are no axis."""
         for k, v in n.value:
             if not isinstance(k, yaml.ScalarNode):
                 continue
@@ -148,7 +151,7 @@ class _Walk:
             if key == "if" and isinstance(v, yaml.ScalarNode):
                 self._condition(n, k, v)
                 continue
-            rule = next((r for r in self.rules.keys if r.regex.search(key)), None)
+            rule = None if ids else next((r for r in self.rules.keys if r.regex.search(key)), None)
             if rule is not None and not _off(v):
                 self._axis(rule, k, v)
 
