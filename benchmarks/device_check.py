@@ -37,6 +37,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from device_wheels import gapbench_requirements  # noqa: E402  (beside this file)
+
 ROOT = Path(__file__).resolve().parents[1]
 MAX_TOTAL_S = 480  # the plan's sum: eight minutes of one ten-minute command, the rest for start-up and a rerun
 MAX_FILE_BYTES = 15 * 2**20  # each file brought back stays under 16 MiB
@@ -120,19 +123,6 @@ def read_plan(text: str) -> list[tuple[str, float]]:
 
 # ---- preflight ------------------------------------------------------------------------------------------
 
-def requirements(extras: tuple[str, ...] = ()) -> list[str]:
-    """The package's requirements (pyproject.toml), with those of the named extras."""
-    try:
-        import tomllib
-    except ImportError:  # Python 3.10
-        import tomli as tomllib
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    reqs = list(project["dependencies"])
-    for e in extras:
-        reqs += project.get("optional-dependencies", {}).get(e, [])
-    return reqs
-
-
 def unmet(reqs: list[str]) -> list[str]:
     """Each requirement this interpreter does not meet, said as 'name (why)'."""
     from packaging.requirements import Requirement
@@ -158,7 +148,7 @@ OPTIONAL_MODULES = {"triton"}  # a module whose absence only turns its rows into
 def preflight(selected: list[Part]) -> tuple[list[str], dict[str, str]]:
     """(what stops the check, why each part that cannot run is skipped): every gapbench module imported, the
     package's requirements checked, each part's extras checked."""
-    stop = [f"requirement {u}" for u in unmet(requirements())]
+    stop = [f"requirement {u}" for u in unmet(gapbench_requirements(extras=()))]
     import gapbench
 
     for m in pkgutil.walk_packages(gapbench.__path__, "gapbench."):

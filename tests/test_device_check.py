@@ -32,8 +32,8 @@ def _module(name: str):
     return mod
 
 
-dc = _module("device_check")
 dw = _module("device_wheels")
+dc = _module("device_check")
 
 
 def script_plan() -> list[tuple[str, float]]:
