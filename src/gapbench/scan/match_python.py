@@ -665,14 +665,19 @@ def _value_name(node: ast.AST) -> str | None:
 
 
 def _names_rule(rules: list[Rule], node: ast.AST) -> Rule | None:
-    """The first rule whose pattern names the value (or, for a call or a tuple, its function or an element)."""
+    """The first rule whose pattern names the value: itself, a call's function or one of its arguments, a
+    tuple's element (`get_cuda_bare_metal_version(CUDA_HOME)`, `parse(torch.version.cuda)`)."""
+    parts = list(node.elts) if isinstance(node, ast.Tuple) else [node]
     names = []
-    for n in ast.walk(node):
-        if isinstance(n, (ast.Name, ast.Attribute)):
-            d = _dotted(n)
-            if d:
-                names.append(d)
-    return next((r for r in rules for d in names if r.regex.search(d)), None)
+    for n in parts:
+        if isinstance(n, ast.Call):
+            names += [_dotted(n.func), *(_dotted(a) for a in n.args)]
+            n = n.args[0] if len(n.args) == 1 and isinstance(n.args[0], ast.Call) else None
+            if n is not None:
+                names += [_dotted(n.func), *(_dotted(a) for a in n.args)]
+        elif isinstance(n, (ast.Name, ast.Attribute)):
+            names.append(_dotted(n))
+    return next((r for r in rules for d in names if d and r.regex.search(d)), None)
 
 
 def _is_literal(node: ast.AST) -> bool:
