@@ -1,0 +1,272 @@
+"""Predicted against measured on models gapbench does not ship: the development models of
+benchmarks/data/assess_models.toml (transformers architectures, random weights), one platform pair at a time.
+
+Pairs this one CPU can make: 1 thread against 2 threads at fp32, and (with --bf16) fp32 against bf16 at 1 thread.
+For each thread count one `gapbench run --suite assess` measures the rates the prediction reads (GEMM per dtype
+and shape, convolution, attention, element-wise, bandwidth, per-operator cost) and, right after, one
+`gapbench run --workload-file benchmarks/assess_models.py` measures each model's training step (forward, loss,
+backward, AdamW) in --runs interleaved passes. Each model's step is traced through `--entry`
+(benchmarks.assess_models:NAME, on real tensors: `gapbench assess --real`), the gap is predicted from the two
+sides' rates by gapbench.assess.speed.predict (the code `gapbench assess` uses) and set against the measured gap
+of the two rows, judged as `compare` judges it. The error is predicted − measured, in percentage points.
+
+    python benchmarks/assess_unseen.py                        # the development models, 1 vs 2 threads fp32
+    python benchmarks/assess_unseen.py --bf16                 # and fp32 vs bf16 at 1 thread
+    python benchmarks/assess_unseen.py --reuse                # predict again from the files in --out
+    python benchmarks/assess_unseen.py --held-aside-once      # the held-aside models instead: once, at the end
+
+The held-aside models are never measured or scored without --held-aside-once: they are for one final score of
+the step-time model after the work on it, not for tuning it. Writes OUT/*.json (the runs), OUT.json and OUT.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import assess_models  # noqa: E402
+
+WORKLOAD = assess_models.AssessModel.name
+WORKLOAD_FILE = "benchmarks/assess_models.py"
+THREADS = (1, 2)
+DEFAULT_OUT = {"development": "results/cpu-2core-assess-unseen-development",
+               "held-aside": "results/cpu-2core-assess-unseen-held-aside"}
+
+
+class Refused(SystemExit):
+    """Scoring a held-aside model without --held-aside-once."""
+
+
+def chosen(split: str, names: list[str] | None) -> list[str]:
+    """The models of `split` to measure (all of them, or those named); a model of the other split is refused."""
+    table = assess_models.models()
+    if names:
+        unknown = [n for n in names if n not in table]
+        if unknown:
+            raise SystemExit(f"assess_unseen: unknown model(s) {', '.join(unknown)}; known: {', '.join(table)}")
+        other = [n for n in names if table[n]["split"] != split]
+        if other:
+            if split == "development":
+                raise Refused(f"assess_unseen: {', '.join(other)} {'is' if len(other) == 1 else 'are'} held aside: "
+                              "scored only once, with --held-aside-once, never while the step-time model is tuned")
+            raise SystemExit(f"assess_unseen: --held-aside-once scores the held-aside models only, not "
+                             f"{', '.join(other)}")
+        return list(names)
+    return [n for n, m in table.items() if m["split"] == split]
+
+
+def uptime() -> str:
+    try:
+        return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
+    except OSError:
+        return "load average: " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def gapbench(*args: str) -> dict:
+    """Run the real CLI; what it ran, how long, and the load before and after."""
+    cmd = [sys.executable, "-m", "gapbench", *args]
+    up0, t0 = uptime(), time.time()
+    load0 = os.getloadavg()[0]
+    p = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, capture_output=True,
+                       text=True)
+    if p.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr[-2000:]}")
+    return {"command": "gapbench " + " ".join(args), "wall_s": round(time.time() - t0, 1),
+            "load_before": round(load0, 2), "load_after": round(os.getloadavg()[0], 2), "uptime_before": up0,
+            "uptime_after": uptime()}
+
+
+def label(threads: int, dtype: str = "") -> str:
+    return f"{threads} thread{'s' * (threads > 1)}" + (f" {dtype}" if dtype else "")
+
+
+def rates_file(threads: int) -> str:
+    return f"rates-{threads}t.json"
+
+
+def models_file(threads: int) -> str:
+    return f"models-{threads}t.json"
+
+
+def dtypes_at(threads: int, bf16: bool) -> list[str]:
+    return ["fp32", "bf16"] if bf16 and threads == 1 else ["fp32"]
+
+
+def measure(out: Path, names: list[str], runs: int, bf16: bool, reuse: bool) -> list[dict]:
+    """Per thread count: the rates (the `assess` suite), then the models right after, so that a side's rates and
+    its models are measured close together in time on a shared machine."""
+    log = []
+    for t in THREADS:
+        wl = [x for n in names for x in ("-w", f"{WORKLOAD}:{n}")]
+        plan = [(rates_file(t), ["--suite", "assess", "--label", label(t)]),
+                (models_file(t), ["--workload-file", WORKLOAD_FILE, *wl, "--dtype", ",".join(dtypes_at(t, bf16)),
+                                  "--label", label(t)])]
+        for name, args in plan:
+            path = out / name
+            if reuse and path.exists():
+                continue
+            print(f"measuring {name} …", file=sys.stderr, flush=True)
+            entry = gapbench("run", "--device", "cpu", "--no-history", "--runs", str(runs), "--threads", str(t),
+                             *args, "-o", str(path))
+            log.append(entry | {"file": name})
+    return log
+
+
+def side(out: Path, threads: int, dtype: str):
+    """One platform: a thread count's rates and its model rows, as one result set whose run id is the rates
+    file's; named by the thread count and dtype."""
+    from gapbench import results
+
+    rates = results.load(out / rates_file(threads))
+    models = results.load(out / models_file(threads))
+    merged = results.ResultSet(host=rates.host, device=rates.device, label=label(threads, dtype),
+                               measurements=rates.measurements + models.measurements, run_id=rates.run_id)
+    merged.path = str(out / models_file(threads))
+    return merged
+
+
+def pairs(bf16: bool) -> list[tuple[str, tuple[int, str], tuple[int, str]]]:
+    out = [("1 vs 2 threads, fp32", (1, "fp32"), (2, "fp32"))]
+    if bf16:
+        out.append(("fp32 vs bf16, 1 thread", (1, "fp32"), (1, "bf16")))
+    return out
+
+
+def traced(name: str, dtype: str):
+    """The model's step traced through its --entry, on real tensors (as `gapbench assess --real`: the fake
+    kernel of grouped_mm, Mixtral's experts, takes bf16 only), named as its measured row so that the prediction
+    finds the row to check against."""
+    from gapbench.assess.step import trace_entry
+
+    _, work = trace_entry(assess_models.entry_spec(name, dtype), fake=False)
+    work.target = f"{WORKLOAD}:{name}"
+    work.variant = {"model": name, "dtype": dtype}
+    work.dtype = dtype
+    return work
+
+
+def evaluate(out: Path, names: list[str], bf16: bool) -> list[dict]:
+    import torch
+
+    from gapbench.assess.rates import platform_rates
+    from gapbench.assess.speed import predict
+
+    torch.set_num_threads(1)  # the trace runs each step once for real; its threads do not change what it records
+    dtypes = ["fp32", "bf16"] if bf16 else ["fp32"]
+    works = {(n, d): traced(n, d) for n in names for d in dtypes}
+    rows = []
+    for plabel, a, b in pairs(bf16):
+        ra, rb = platform_rates(side(out, *a)), platform_rates(side(out, *b))
+        for n in names:
+            pred, missing = predict([(works[(n, a[1])], ra), (works[(n, b[1])], rb)])
+            row = {"pair": plabel, "model": n, "split": assess_models.models()[n]["split"],
+                   "calls": works[(n, a[1])].calls}
+            if pred is None or pred.measured is None:
+                row["skipped"] = "; ".join(missing) if pred is None else pred.measured_note
+                rows.append(row)
+                continue
+            m = pred.measured
+            mi = [m.measured_gap.lo, m.measured_gap.hi] if m.measured_gap.lo is not None else None
+            row.update({
+                "predicted_gap_pct": round(pred.gap_pct, 2),
+                "predicted_interval_pct": [round(pred.lo, 2), round(pred.hi, 2)],
+                "measured_gap_pct": round(m.measured_gap.pct, 2),
+                "measured_interval_pct": [round(x, 2) for x in mi] if mi else None,
+                "error_pp": round(m.error_pp, 2),
+                "predicted_in_measured_interval": bool(mi and mi[0] <= pred.gap_pct <= mi[1]),
+                "measured_in_predicted_interval": bool(pred.lo <= m.measured_gap.pct <= pred.hi),
+                "predicted_step_ms": [round(x * 1e3, 2) for x in m.predicted_s],
+                "measured_step_ms": [round(x * 1e3, 2) for x in m.measured_s],
+                "step_error_pct": [round(x, 1) for x in m.step_error_pct],
+                "classes_ms": {p.platform: {c.cls: round(c.seconds * 1e3, 2) for c in p.classes}
+                               for p in (pred.source, pred.target)},
+            })
+            rows.append(row)
+    return rows
+
+
+def summary(rows: list[dict]) -> dict:
+    scored = [r for r in rows if "error_pp" in r]
+    errs = [abs(r["error_pp"]) for r in scored]
+    if not errs:
+        return {"pairs": 0}
+    return {"pairs": len(errs), "mean_abs_error_pp": round(statistics.fmean(errs), 2),
+            "median_abs_error_pp": round(statistics.median(errs), 2), "max_abs_error_pp": round(max(errs), 2),
+            "within_10pp": sum(e <= 10 for e in errs),
+            "predicted_in_measured_interval": sum(r["predicted_in_measured_interval"] for r in scored)}
+
+
+def _pct(x: float) -> str:
+    return f"{x:+.1f}%".replace("-", "−")
+
+
+def markdown(rows: list[dict], summ: dict, log: list[dict], command: str, loads: list[str]) -> str:
+    lines = ["| pair | model | predicted gap [95%] | measured gap [95%] | error | predicted in measured 95%? | "
+             "predicted / measured step (ms) |", "|---|---|---:|---:|---:|---|---|"]
+    for r in rows:
+        if "error_pp" not in r:
+            lines.append(f"| {r['pair']} | {r['model']} | — | — | — | — | skipped: {r['skipped']} |")
+            continue
+        pi, mi = r["predicted_interval_pct"], r["measured_interval_pct"]
+        lines.append(
+            f"| {r['pair']} | {r['model']} | {_pct(r['predicted_gap_pct'])} [{_pct(pi[0])}, {_pct(pi[1])}] | "
+            f"{_pct(r['measured_gap_pct'])}" + (f" [{_pct(mi[0])}, {_pct(mi[1])}]" if mi else "") +
+            f" | {r['error_pp']:+.1f} pp | ".replace("-", "−") + ("in" if r["predicted_in_measured_interval"]
+                                                                    else "out") + " | " + " → ".join(
+                f"{p:g} / {m:g}" for p, m in zip(r["predicted_step_ms"], r["measured_step_ms"], strict=True)) + " |")
+    lines += ["", f"Pairs: {summ.get('pairs', 0)}; mean |error| {summ.get('mean_abs_error_pp')} pp, median "
+                  f"{summ.get('median_abs_error_pp')} pp, max {summ.get('max_abs_error_pp')} pp; within 10 pp: "
+                  f"{summ.get('within_10pp')}; predicted inside the measured 95% interval: "
+                  f"{summ.get('predicted_in_measured_interval')}.", "", f"Command: `{command}`", ""]
+    lines += ["Load (`uptime`, 2 cores):", ""] + [f"- {u}" for u in loads]
+    if log:
+        lines += ["", "Runs (load average before → after):", ""]
+        lines += [f"- `{e['command']}`: {e['wall_s']} s, load {e['load_before']} → {e['load_after']}" for e in log]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", help="folder for the runs; OUT.json and OUT.md (default: by split)")
+    ap.add_argument("--models", nargs="+", metavar="NAME", help="some of the split's models (default: all of them)")
+    ap.add_argument("--runs", type=int, default=2, help="interleaved passes per gapbench run (--runs)")
+    ap.add_argument("--bf16", action="store_true", help="add the fp32 vs bf16 pair at 1 thread")
+    ap.add_argument("--reuse", action="store_true", help="keep runs already in --out; measure only what is missing")
+    ap.add_argument("--held-aside-once", action="store_true",
+                    help="score the held-aside models (once, after the work on the step-time model), not the "
+                         "development ones")
+    args = ap.parse_args(argv)
+    split = "held-aside" if args.held_aside_once else "development"
+    names = chosen(split, args.models)
+    out = Path(args.out or DEFAULT_OUT[split])
+    out.mkdir(parents=True, exist_ok=True)
+    command = "python benchmarks/assess_unseen.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    loads = [f"start: {uptime()}"]
+    log_file = out / "runs.json"
+    log = json.loads(log_file.read_text()) if args.reuse and log_file.exists() else []
+    log += measure(out, names, args.runs, args.bf16, args.reuse)
+    log_file.write_text(json.dumps(log, indent=1) + "\n", encoding="utf-8")
+    rows = evaluate(out, names, args.bf16)
+    loads.append(f"end: {uptime()}")
+    summ = summary(rows)
+    data = {"command": command, "split": split, "models": names, "summary": summ, "pairs": rows, "runs": log,
+            "load": loads}
+    Path(f"{out}.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    md = markdown(rows, summ, log, command, loads)
+    Path(f"{out}.md").write_text(md, encoding="utf-8")
+    sys.stdout.write(md)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,79 @@
+"""benchmarks/assess_models.py and benchmarks/assess_unseen.py: the split of the unseen models is the file's rule,
+every model builds and trains one step at a reduced size, and the held-aside models are refused without
+--held-aside-once. No measuring."""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from benchmarks import assess_models, assess_unseen  # noqa: E402
+
+MODELS = assess_models.models()
+
+
+def test_the_split_is_three_and_three_and_the_rule_of_the_file_reproduces_it():
+    assert len(MODELS) == 6
+    split = {n: m["split"] for n, m in MODELS.items()}
+    assert sorted(split.values()) == ["development"] * 3 + ["held-aside"] * 3
+    assert assess_models.split_by_rule(list(MODELS)) == split
+    # the rule written out again, independently of the module
+    order = sorted(MODELS, key=lambda n: hashlib.sha256(n.encode("utf-8")).hexdigest())
+    assert [split[n] for n in order] == ["development", "held-aside"] * 3
+    assert assess_models.load()["split"]["rule"] == "sha256-alternate"
+
+
+def test_each_model_has_a_fixed_seed_and_input_shape_and_an_entry_per_dtype():
+    seeds = [m["seed"] for m in MODELS.values()]
+    assert len(set(seeds)) == len(seeds) and all(isinstance(s, int) for s in seeds)
+    for n, m in MODELS.items():
+        assert m["input"]["batch"] >= 1
+        for d in assess_models.DTYPES:
+            spec = assess_models.entry_spec(n, d)
+            assert callable(getattr(assess_models, spec.split(":")[1]))
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_each_model_builds_and_trains_one_step_at_a_reduced_size(name):
+    torch.set_num_threads(1)
+    step = assess_models.step(name, "fp32", scale=0.125)
+    params = [p for p in step.model.parameters() if p.requires_grad]
+    before = [p.detach().clone() for p in params[:4]]
+    loss = float(step())
+    assert math.isfinite(loss)
+    assert all(p.grad is not None for p in params[:4])
+    assert any(not torch.equal(b, p.detach()) for b, p in zip(before, params[:4], strict=True))  # AdamW stepped
+
+
+def test_the_same_seed_builds_the_same_model():
+    a = assess_models.build("t5", scale=0.125)[0]
+    b = assess_models.build("t5", scale=0.125)[0]
+    assert all(torch.equal(x, y) for x, y in zip(a.parameters(), b.parameters(), strict=True))
+
+
+def test_held_aside_models_are_refused_without_the_flag(tmp_path, monkeypatch):
+    held = [n for n, m in MODELS.items() if m["split"] == "held-aside"]
+    dev = [n for n, m in MODELS.items() if m["split"] == "development"]
+    assert assess_unseen.chosen("development", None) == dev
+    measured = []
+    monkeypatch.setattr(assess_unseen, "measure", lambda *a, **k: measured.append(a) or [])
+    monkeypatch.setattr(assess_unseen, "evaluate", lambda *a, **k: measured.append(a) or [])
+    for n in held:
+        with pytest.raises(assess_unseen.Refused, match="held aside"):
+            assess_unseen.main(["--models", n, "--out", str(tmp_path / "o")])
+    with pytest.raises(assess_unseen.Refused):
+        assess_unseen.main(["--models", dev[0], held[0], "--out", str(tmp_path / "o")])
+    assert measured == []  # refused before anything was measured or scored
+    # with the flag, the held-aside ones (and only they) would be scored
+    assert assess_unseen.chosen("held-aside", None) == held
+    with pytest.raises(SystemExit):
+        assess_unseen.chosen("held-aside", [dev[0]])
+    assert assess_unseen.DEFAULT_OUT["held-aside"] != assess_unseen.DEFAULT_OUT["development"]
