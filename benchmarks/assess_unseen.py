@@ -190,9 +190,16 @@ def evaluate(out: Path, names: list[str], bf16: bool) -> list[dict]:
                 "step_error_pct": [round(x, 1) for x in m.step_error_pct],
                 "classes_ms": {p.platform: {c.cls: round(c.seconds * 1e3, 2) for c in p.classes}
                                for p in (pred.source, pred.target)},
+                # rates the prediction read that the host watch flagged (measured while others used the CPUs)
+                "flagged_rates": [len(pred.source.flagged), len(pred.target.flagged)],
+                "measured_rows_flagged": [bool(_row(ra, n, a[1]).flagged), bool(_row(rb, n, b[1]).flagged)],
             })
             rows.append(row)
     return rows
+
+
+def _row(pr, name: str, dtype: str):
+    return next(m for m in pr.models if m.workload == WORKLOAD and m.variant == {"model": name, "dtype": dtype})
 
 
 def summary(rows: list[dict]) -> dict:
@@ -227,7 +234,14 @@ def markdown(rows: list[dict], summ: dict, log: list[dict], command: str, loads:
     lines += ["", f"Pairs: {summ.get('pairs', 0)}; mean |error| {summ.get('mean_abs_error_pp')} pp, median "
                   f"{summ.get('median_abs_error_pp')} pp, max {summ.get('max_abs_error_pp')} pp; within 10 pp: "
                   f"{summ.get('within_10pp')}; predicted inside the measured 95% interval: "
-                  f"{summ.get('predicted_in_measured_interval')}.", "", f"Command: `{command}`", ""]
+                  f"{summ.get('predicted_in_measured_interval')}."]
+    flags = [f"{r['pair']} {r['model']}: {r['flagged_rates'][0]} / {r['flagged_rates'][1]} rates, model rows "
+             + " / ".join("flagged" if f else "not flagged" for f in r["measured_rows_flagged"])
+             for r in rows if "flagged_rates" in r]
+    if flags:
+        lines += ["", "Host watch (source / target; a flagged measurement ran while other processes used the "
+                      "CPUs): " + "; ".join(flags) + "."]
+    lines += ["", f"Command: `{command}`", ""]
     lines += ["Load (`uptime`, 2 cores):", ""] + [f"- {u}" for u in loads]
     if log:
         lines += ["", "Runs (load average before → after):", ""]
