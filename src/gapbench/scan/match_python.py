@@ -319,16 +319,7 @@ class _FileMatch:
         if not lines:
             return
         nodes = _pruned_walk(self.tree, lines)
-        bound: dict[str, Rule] = {}     # variables bound from an expression a compare rule names
-        for node in nodes:
-            if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
-                rule = _names_rule(compare, node.value)
-                if rule is not None:
-                    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-                    for t in targets:
-                        for n in ast.walk(t):
-                            if isinstance(n, ast.Name) and n.id != "_":
-                                bound.setdefault(n.id, rule)
+        bound = _bound_from(compare, nodes)     # variables bound from an expression a compare rule names
         if bound:
             rx = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(bound))) + r")\b")
             more = [ln for ln in _lines_of(rx, self.text, self.starts) if _GATE_LINE.search(self.lines[ln - 1])]
@@ -336,19 +327,16 @@ class _FileMatch:
             nodes += [n for n in _pruned_walk(self.tree, more) if id(n) not in seen]
         reported = {(m.line, m.rule.id) for m in self.found}
         for node in nodes:
-            rule = None
-            if isinstance(node, ast.Compare) and compare:
-                rule = _compare_gate(compare, bound, node)
-            elif isinstance(node, ast.Call) and call and node.args and all(_is_number(a) for a in node.args) \
-                    and not node.keywords:
-                name = _dotted(node.func)
-                rule = next((r for r in call if name and r.regex.search(name)), None)
+            rule = _gate_rule(node, compare, call, bound)
             if rule is not None and (node.lineno, rule.id) not in reported:
                 reported.add((node.lineno, rule.id))
-                src = self.lines[node.lineno - 1] if 0 < node.lineno <= len(self.lines) else ""
-                end = node.end_col_offset if node.end_lineno == node.lineno else len(src.encode("utf-8"))
-                shown = src.encode("utf-8")[node.col_offset:end].decode("utf-8", errors="replace")
-                self._add(rule, node.lineno, node.col_offset, shown or rule.id)
+                self._add(rule, node.lineno, node.col_offset, self._shown(node) or rule.id)
+
+    def _shown(self, node: ast.AST) -> str:
+        """The source of a node on its first line (to the line's end where it runs over lines)."""
+        src = self.lines[node.lineno - 1] if 0 < node.lineno <= len(self.lines) else ""
+        end = node.end_col_offset if node.end_lineno == node.lineno else len(src.encode("utf-8"))
+        return src.encode("utf-8")[node.col_offset:end].decode("utf-8", errors="replace")
 
     def _per_statement(self, nodes: list[ast.AST]) -> list[PythonMatch]:
         """One finding per rule and statement, at its first flagged line; findings in a port branch marked."""
@@ -447,20 +435,7 @@ class _FileMatch:
             return []
         reported = {(m.line, m.rule.id) for m in self.found}
         for node in nodes:
-            if isinstance(node, ast.Import):
-                for a in node.names:
-                    if a.name in self.extensions:
-                        self.ext_aliases[a.asname or a.name.split(".")[0]] = a.name
-                        self._report_extension(a.lineno, a.col_offset, f"import {a.name}", reported)
-            elif isinstance(node, ast.ImportFrom) and node.level:
-                self._relative_import(node, reported)
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                for a in node.names:
-                    full = f"{node.module}.{a.name}"
-                    if full in self.extensions or node.module in self.extensions:
-                        self.ext_aliases[a.asname or a.name] = full if full in self.extensions else node.module
-                        self._report_extension(node.lineno, node.col_offset, f"from {node.module} import {a.name}",
-                                               reported)
+            self._extension_import(node, reported)
         for node in ast.walk(self.tree):    # `ext_c = exllamav2_ext`: another name for it
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
                     and isinstance(node.value, ast.Name) and node.value.id in self.ext_aliases:
@@ -471,6 +446,23 @@ class _FileMatch:
         seen = {id(n) for n in nodes}
         return [n for n in _pruned_walk(self.tree, _lines_of(rx, self.text, self.starts), self.parents)
                 if id(n) not in seen]
+
+    def _extension_import(self, node: ast.AST, reported: set[tuple[int, str]]) -> None:
+        """An import of one of the project's CUDA extensions: a finding, and the name it binds remembered."""
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name in self.extensions:
+                    self.ext_aliases[a.asname or a.name.split(".")[0]] = a.name
+                    self._report_extension(a.lineno, a.col_offset, f"import {a.name}", reported)
+        elif isinstance(node, ast.ImportFrom) and node.level:
+            self._relative_import(node, reported)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            for a in node.names:
+                full = f"{node.module}.{a.name}"
+                if full in self.extensions or node.module in self.extensions:
+                    self.ext_aliases[a.asname or a.name] = full if full in self.extensions else node.module
+                    self._report_extension(node.lineno, node.col_offset, f"from {node.module} import {a.name}",
+                                           reported)
 
     def _alias_import(self, a: ast.alias) -> None:
         self.imported.add(a.name)
@@ -780,6 +772,33 @@ def _lines_with(literals: tuple[str, ...], text: str, starts: list[int],
             # jump to the next line: one hit per line is enough
             i = text.find(lit, starts[line] if line < len(starts) else len(text))
     return sorted(lines)
+
+
+def _bound_from(compare: tuple, nodes: list[ast.AST]) -> dict[str, Rule]:
+    """Variables bound from an expression a compare rule names (`_, v = get_cuda_bare_metal_version(...)`)."""
+    bound: dict[str, Rule] = {}
+    for node in nodes:
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            rule = _names_rule(compare, node.value)
+            if rule is None:
+                continue
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for t in targets:
+                for n in ast.walk(t):
+                    if isinstance(n, ast.Name) and n.id != "_":
+                        bound.setdefault(n.id, rule)
+    return bound
+
+
+def _gate_rule(node: ast.AST, compare: tuple, call: tuple, bound: dict[str, Rule]) -> Rule | None:
+    """The rule a comparison or an all-numbers call gates by, if any."""
+    if isinstance(node, ast.Compare) and compare:
+        return _compare_gate(compare, bound, node)
+    if isinstance(node, ast.Call) and call and node.args and all(_is_number(a) for a in node.args) \
+            and not node.keywords:
+        name = _dotted(node.func)
+        return next((r for r in call if name and r.regex.search(name)), None)
+    return None
 
 
 def _pruned_walk(tree: ast.AST, lines: list[int], parents: dict[int, ast.AST] | None = None) -> list[ast.AST]:
