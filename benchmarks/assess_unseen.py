@@ -16,7 +16,8 @@ of the two rows, judged as `compare` judges it. The error is predicted − measu
     python benchmarks/assess_unseen.py --held-aside-once      # the held-aside models instead: once, at the end
 
 The held-aside models are never measured or scored without --held-aside-once: they are for one final score of
-the step-time model after the work on it, not for tuning it. Writes OUT/*.json (the runs), OUT.json and OUT.md.
+the step-time model after the work on it, not for tuning it. Writes OUT/*.json (the runs), OUT-accuracy.json (the scores: named so that nothing takes it for a results file)
+and OUT.md.
 """
 
 from __future__ import annotations
@@ -251,7 +252,7 @@ def markdown(rows: list[dict], summ: dict, log: list[dict], command: str, loads:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", help="folder for the runs; OUT.json and OUT.md (default: by split)")
+    ap.add_argument("--out", help="folder for the runs; OUT-accuracy.json and OUT.md (default: by split)")
     ap.add_argument("--models", nargs="+", metavar="NAME", help="some of the split's models (default: all of them)")
     ap.add_argument("--runs", type=int, default=2, help="interleaved passes per gapbench run (--runs)")
     ap.add_argument("--bf16", action="store_true", help="add the fp32 vs bf16 pair at 1 thread")
@@ -275,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
     summ = summary(rows)
     data = {"command": command, "split": split, "models": names, "summary": summ, "pairs": rows, "runs": log,
             "load": loads}
-    Path(f"{out}.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
+    Path(f"{out}-accuracy.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     md = markdown(rows, summ, log, command, loads)
     Path(f"{out}.md").write_text(md, encoding="utf-8")
     sys.stdout.write(md)
