@@ -78,14 +78,24 @@ def measure(out: Path, specs: list[str], runs: int, reuse: bool) -> list[dict]:
         plan = [(rates_file(t), ["--suite", "assess", "--label", label(t)])]
         plan += [(name, [*args, "--dtype", d, "--label", label(t, d)]) for d in DTYPES
                  for name, args in model_runs(specs, t, d)]
-        for name, args in plan:
-            path = out / name
-            if reuse and path.exists():
-                continue
-            print(f"measuring {name} …", file=sys.stderr, flush=True)
-            entry = gapbench("run", "--device", "cpu", "--no-history", "--runs", str(runs), "--threads", str(t),
-                             *args, "-o", str(path))
-            log.append(entry | {"file": name})
+        log += run_passes(out, plan, runs, t, reuse)
+    return log
+
+
+def run_passes(out: Path, plan: list[tuple[str, list[str]]], runs: int, threads: int, reuse: bool,
+               run=None) -> list[dict]:
+    """Each (file name, run arguments) of `plan` measured on the CPU at `threads` threads in --runs passes, into
+    `out` (one already there is kept with `reuse`); what each command was, through `run` (default: gapbench)."""
+    run = run or gapbench
+    log = []
+    for name, args in plan:
+        path = out / name
+        if reuse and path.exists():
+            continue
+        print(f"measuring {name} …", file=sys.stderr, flush=True)
+        entry = run("run", "--device", "cpu", "--no-history", "--runs", str(runs), "--threads", str(threads),
+                    *args, "-o", str(path))
+        log.append(entry | {"file": name})
     return log
 
 

@@ -28,14 +28,15 @@ import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import assess_accuracy as accuracy  # noqa: E402
 from benchmarks import assess_models  # noqa: E402
+from benchmarks.assess_accuracy import label  # noqa: E402
 
 WORKLOAD = assess_models.AssessModel.name
 WORKLOAD_FILE = "benchmarks/assess_models.py"
@@ -74,21 +75,9 @@ def uptime() -> str:
 
 
 def gapbench(*args: str) -> dict:
-    """Run the real CLI; what it ran, how long, and the load before and after."""
-    cmd = [sys.executable, "-m", "gapbench", *args]
-    up0, t0 = uptime(), time.time()
-    load0 = os.getloadavg()[0]
-    p = subprocess.run(cmd, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT / "src")}, capture_output=True,
-                       text=True)
-    if p.returncode != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr[-2000:]}")
-    return {"command": "gapbench " + " ".join(args), "wall_s": round(time.time() - t0, 1),
-            "load_before": round(load0, 2), "load_after": round(os.getloadavg()[0], 2), "uptime_before": up0,
-            "uptime_after": uptime()}
-
-
-def label(threads: int, dtype: str = "") -> str:
-    return f"{threads} thread{'s' * (threads > 1)}" + (f" {dtype}" if dtype else "")
+    """Run the real CLI; what it ran, how long, and the load before and after (the uptime lines too)."""
+    up0 = uptime()
+    return accuracy.gapbench(*args) | {"uptime_before": up0, "uptime_after": uptime()}
 
 
 def rates_file(threads: int) -> str:
@@ -112,14 +101,7 @@ def measure(out: Path, names: list[str], runs: int, bf16: bool, reuse: bool) -> 
         plan = [(rates_file(t), ["--suite", "assess", "--label", label(t)]),
                 (models_file(t), ["--workload-file", WORKLOAD_FILE, *wl, "--dtype", ",".join(dtypes_at(t, bf16)),
                                   "--label", label(t)])]
-        for name, args in plan:
-            path = out / name
-            if reuse and path.exists():
-                continue
-            print(f"measuring {name} …", file=sys.stderr, flush=True)
-            entry = gapbench("run", "--device", "cpu", "--no-history", "--runs", str(runs), "--threads", str(t),
-                             *args, "-o", str(path))
-            log.append(entry | {"file": name})
+        log += accuracy.run_passes(out, plan, runs, t, reuse, run=gapbench)
     return log
 
 

@@ -1,23 +1,16 @@
 """The scanner reads structure: port branches are already ported, a mention is not a use, a statement is one
 finding, and each kind of lock-in has its own fixture (tests/fixtures/scan_kinds)."""
 
-from pathlib import Path
 
 import pytest
 
-from gapbench.scan import scan
 from gapbench.scan.branches import condition_polarity, cpp_port_lines
-
-KINDS = Path(__file__).parent / "fixtures" / "scan_kinds"
+from scan_kinds import hits, kinds_report
 
 
 @pytest.fixture(scope="module")
 def report():
-    return scan(KINDS, jobs=1)
-
-
-def hits(report, path):
-    return {(f.line, f.rule, f.ported) for f in report.findings if f.path == path}
+    return kinds_report()
 
 
 def test_extension_glue(report):

@@ -1,24 +1,18 @@
 """Build files read by their structure: CI workflows as YAML, CMake commands and Makefile variables, and the
 portability macros a project defines for itself (tests/fixtures/scan_kinds)."""
 
-from pathlib import Path
 
 import pytest
 
 from gapbench.errors import GapbenchError
 from gapbench.scan import scan
 from gapbench.scan.rules import load_rules
-
-KINDS = Path(__file__).parent / "fixtures" / "scan_kinds"
+from scan_kinds import KINDS, hits, kinds_report
 
 
 @pytest.fixture(scope="module")
 def report():
-    return scan(KINDS, jobs=1)
-
-
-def hits(report, path):
-    return {(f.line, f.rule, f.ported) for f in report.findings if f.path == path}
+    return kinds_report()
 
 
 def test_workflow_matrix_axes_and_conditions(report):
