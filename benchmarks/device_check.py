@@ -117,7 +117,13 @@ def read_plan(text: str) -> list[tuple[str, float]]:
         if not line:
             continue
         name, _, secs = line.partition(" ")
-        plan.append((name, float(secs)))
+        try:
+            seconds = float(secs)
+        except ValueError:
+            seconds = float("nan")
+        if not seconds > 0 or seconds == float("inf"):
+            raise ValueError(f"the plan's line {line!r}: give a part and its seconds (a positive number)")
+        plan.append((name, seconds))
     return plan
 
 
@@ -323,7 +329,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     device = args.device or ("test" if args.dry_run else "cuda")
     label = args.label or device
-    plan = read_plan(args.plan)
+    try:
+        plan = read_plan(args.plan)
+    except ValueError as e:
+        print(f"device_check: {e}", file=sys.stderr)
+        return 2
     known = parts(device, label, args.dry_run)
     bad = [n for n, _ in plan if n not in known]
     if bad:

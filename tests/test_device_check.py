@@ -217,3 +217,11 @@ def test_every_full_size_part_is_a_command_gapbench_accepts(tmp_path, monkeypatc
             if wname == "gemm":
                 keys[name] = {tuple(sorted(v.params.items())) for v in variants}
     assert keys["gemm"] and keys["gemm-sweep"] and not keys["gemm"] & keys["gemm-sweep"]
+
+
+def test_a_malformed_time_plan_is_one_line_and_exit_2(tmp_path, capsys):
+    for plan in ("gemm ten", "gemm -5", "gemm", "gemm inf", "bogus 5", "gemm 500"):
+        assert dc.main(["--out", str(tmp_path / "o"), "--plan", plan]) == 2, plan
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("device_check: "), err
+    assert not (tmp_path / "o").exists()  # nothing started, nothing written
