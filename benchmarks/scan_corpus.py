@@ -10,10 +10,11 @@ Each labelled file carries a split fixed before labelling (README.md in the corp
 - `development`: the files the rules were first written on;
 - `held-out`: scored once (results/scan-corpus-scores.md) and since tuned on, so it is reported as
   "held-out (scored once before, now tuned on)": a second development set, no longer a test;
+- `second-held-out`: the next set of files labelled blind to the scanner, scored once in the following round
+  and tuned on since, reported as such;
 - `fresh-held-out`: the files nobody tunes on, scored once, at the end.
 
-By default the development and the old held-out split are scored, each reported on its own (`--split` picks
-one); `--misses` lists their missed lines and false alarms, `--by-rule` their false alarms per rule. For each
+By default the three tuned splits are scored, each reported on its own (`--split` picks one); `--misses` lists their missed lines and false alarms, `--by-rule` their false alarms per rule. For each
 repository the files of those two splits are scanned together in one tree, as a scan of the whole repository
 would see them (a portability macro defined in one file and tested in another), and scored per split.
 
@@ -47,9 +48,10 @@ except ModuleNotFoundError:  # Python 3.10
 from gapbench.scan import scan
 
 CORPUS = Path(__file__).resolve().parent / "data" / "scan_corpus"
-DEVELOPMENT, HELD_OUT, FRESH = "development", "held-out", "fresh-held-out"
-TUNED = (DEVELOPMENT, HELD_OUT)     # the splits rules may be tuned on
+DEVELOPMENT, HELD_OUT, SECOND, FRESH = "development", "held-out", "second-held-out", "fresh-held-out"
+TUNED = (DEVELOPMENT, HELD_OUT, SECOND)     # the splits rules may be tuned on
 TITLES = {DEVELOPMENT: "development split", HELD_OUT: "held-out split (scored once before, now tuned on)",
+          SECOND: "second held-out set (scored once before, now tuned on)",
           FRESH: "fresh held-out split (scored once)"}
 
 
@@ -189,6 +191,8 @@ def score_split(corpus: dict[str, dict], paths: dict[str, Path], split: str, con
     for name, root in paths.items():
         entries = corpus[name]["files"]
         files = [f for f in entries if f.get("split") == split]
+        if not files:
+            continue
         extra = [f["path"] for f in entries if f.get("split") in context and f.get("split") != split]
         report = scan_files(root, [f["path"] for f in files] + extra)
         s = score_files(report, files)
@@ -211,7 +215,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("checkouts", nargs="+", metavar="OWNER/NAME=PATH")
     p.add_argument("--corpus", type=Path, default=CORPUS)
     p.add_argument("--split", choices=TUNED, action="append",
-                   help="a split to score with details (default: development and held-out, each on its own)")
+                   help="a split to score with details (default: every tuned split, each on its own)")
     p.add_argument("--fresh-held-out-once", action="store_true",
                    help="score the fresh held-out split instead: totals and counts per kind only, no lines")
     p.add_argument("--held-out-once", action="store_true",
