@@ -22,7 +22,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from gapbench.assess.rates import PlatformRates, Rate, platform_rates
-from gapbench.assess.speed import DRAWS, LEVEL, SEED, _item_times, _Plan, _platform_key, _Table, drawn_values, plan_side
+from gapbench.assess.speed import (DRAWS, LEVEL, SEED, _item_times, _Plan, _platform_key, _Table, compute_rate,
+                                   drawn_values, plan_side)
 from gapbench.assess.work import COMPUTE, Item, Work
 from gapbench.compare.gaps import Gap
 from gapbench.compare.model import Comparison, Row
@@ -97,15 +98,9 @@ def part_of(it: Item) -> str | None:
 def lacking(pr: PlatformRates, it: Item) -> str | None:
     """What the results file lacks to price this call (None: it has every rate the call needs)."""
     if it.cls in COMPUTE:
-        shape = it.shape or (1, 1, 1)
-        backward = "backward" in it.op
-        pas = "backward" if backward else "forward"
-        found = {"gemm": lambda: pr.gemm_rate(it.dtype, shape),
-                 "conv": lambda: pr.conv_rate(it.dtype, backward, shape, it.kernel),
-                 "attention": lambda: pr.attention_rate(it.dtype, backward, shape)}[it.cls]()
-        if found is None:
-            return {"gemm": f"no {it.dtype} GEMM rows (gemm)", "conv": f"no {it.dtype} {pas} convolution rows (conv)",
-                    "attention": f"no {it.dtype} {pas} attention rows (attention)"}[it.cls]
+        point, why = compute_rate(pr, it)
+        if point is None:
+            return why
     if it.cls in (*COMPUTE, "memory") and it.bytes > 0 and pr.bandwidth_at(it.bytes, it.dtype) is None:
         return "no memory bandwidth rows (membw)"
     if it.cls == "collective" and pr.collective_at(it.op, it.bytes) is None:

@@ -6,6 +6,8 @@
               like-for-like fp8 GEMM between stacks since ROCm and XPU measure only it; the rows of fast
               accumulation are kept beside them (`gemm_fast_accum`), never priced, averaged or mixed in
               (compare.keys.beside_only), so a CUDA file and a ROCm file are priced by the same accumulation
+  grouped     FLOP/s of grouped GEMMs (grouped-gemm: torch._grouped_mm, mixture-of-experts layers) per dtype and
+              layout at each measured group shape and group count
   conv        FLOP/s of convolutions per dtype and pass at each measured im2col (m, n, k) and kernel size (3×3,
               1×1)
   attention   FLOP/s of scaled-dot-product attention per dtype and pass (forward, backward) at each measured
@@ -62,6 +64,8 @@ class GemmPoint:
     k: int
     rate: Rate
     kernel: int = 0  # convolutions: kernel elements per channel (9 for 3×3, 1 for 1×1)
+    groups: int = 0  # grouped GEMMs: the groups of one call (m, n, k: one group's)
+    layout: str = ""  # grouped GEMMs: rows | k (which dimension the offsets split)
 
 
 @dataclass(frozen=True)
@@ -86,6 +90,7 @@ class PlatformRates:
     run_id: str = ""
     gemm: dict[str, list[GemmPoint]] = field(default_factory=dict)  # dtype -> points (fp8: fp32 accumulation)
     gemm_fast_accum: dict[str, list[GemmPoint]] = field(default_factory=dict)  # fp8's fast rows: beside, not priced
+    grouped: dict[str, list[GemmPoint]] = field(default_factory=dict)  # dtype -> grouped GEMM points
     conv: dict[tuple[str, str], list[GemmPoint]] = field(default_factory=dict)  # (dtype, pass) -> im2col points
     attention: dict[tuple[str, str], list[AttentionPoint]] = field(default_factory=dict)  # (dtype, pass) -> points
     bandwidth: list[SizePoint] = field(default_factory=list)  # fp32's (any dtype's where fp32 has none)
@@ -107,6 +112,18 @@ class PlatformRates:
     def gemm_rate(self, dtype: str, shape: tuple[int, int, int]) -> GemmPoint | None:
         """The measured GEMM of this dtype nearest in shape (sum of |log| ratios of m, n and k)."""
         return _nearest(self.gemm.get(dtype) or [], shape)
+
+    def grouped_rate(self, dtype: str, shape: tuple[int, int, int], groups: int, layout: str) -> GemmPoint | None:
+        """The measured grouped GEMM of this dtype nearest in one group's shape and, at half weight, in the number
+        of groups, among those of the same layout where there are any."""
+        points = self.grouped.get(dtype) or []
+        same = [p for p in points if p.layout == layout] or points
+        if not same:
+            return None
+        m, n, k = (max(1, x) for x in shape)
+        g = max(1, groups)
+        return min(same, key=lambda p: (abs(math.log(p.m / m)) + abs(math.log(p.n / n)) + abs(math.log(p.k / k))
+                                        + 0.5 * abs(math.log(p.groups / g)), -p.rate.value))
 
     def conv_rate(self, dtype: str, backward: bool, shape: tuple[int, int, int], kernel: int = 0) -> GemmPoint | None:
         """The measured convolution of this dtype and pass nearest in im2col shape, among those of the same kernel
@@ -302,6 +319,14 @@ def _add_conv(pr: PlatformRates, m: Measurement) -> None:
                            f"{v['hw']}² ×{v['batch']}"), ks * ks))
 
 
+def _add_grouped(pr: PlatformRates, m: Measurement) -> None:
+    v = m.variant
+    g, mm, nn, kk = int(v["groups"]), int(v["m"]), int(v["n"]), int(v["k"])
+    pr.grouped.setdefault(str(v.get("dtype")), []).append(GemmPoint(mm, nn, kk, _rate(
+        m, m.value * 1e12, f"grouped-gemm {v.get('dtype')} {g}×{mm}x{nn}x{kk} ({v.get('layout')})"),
+        groups=g, layout=str(v.get("layout", ""))))
+
+
 def _add_attention(pr: PlatformRates, m: Measurement) -> None:
     v = m.variant
     if v.get("pass") not in ("forward", "backward"):
@@ -313,5 +338,5 @@ def _add_attention(pr: PlatformRates, m: Measurement) -> None:
 
 
 # the rows each micro workload contributes (model workloads are end-to-end rows, the measured check)
-_ROWS = {"gemm": _add_gemm, "conv": _add_conv, "elementwise": _add_elementwise, "attention": _add_attention,
+_ROWS = {"gemm": _add_gemm, "grouped-gemm": _add_grouped, "conv": _add_conv, "elementwise": _add_elementwise, "attention": _add_attention,
          "launch": _add_launch}

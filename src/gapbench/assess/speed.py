@@ -2,7 +2,9 @@
 
 Each traced operator call costs, on a platform (its rates from its results file, assess.rates):
 
-    gemm              max(FLOPs / GEMM rate at the nearest measured shape of its dtype, bytes / bandwidth)
+    gemm              max(FLOPs / GEMM rate at the nearest measured shape of its dtype, bytes / bandwidth); a
+                      grouped one (torch._grouped_mm) at the grouped GEMM rate of its dtype and layout nearest in
+                      one group's shape and the number of groups
     conv              max(FLOPs / convolution rate of its dtype, pass and kernel size at the nearest im2col shape,
                       bytes / bw)
     attention         max(FLOPs / attention rate of its dtype and pass at the nearest measured shape, bytes / bw)
@@ -148,7 +150,7 @@ def plan_side(work: Work, pr: PlatformRates, table: _Table, platform: int, key: 
         ci = mi = -1
         cls, units = it.cls, it.flops
         if it.cls in COMPUTE:
-            point, lacking = _compute_rate(pr, it)
+            point, lacking = compute_rate(pr, it)
             if point is None:
                 missing.append(lacking)
                 continue
@@ -189,11 +191,14 @@ def plan_side(work: Work, pr: PlatformRates, table: _Table, platform: int, key: 
                  platform, used), []
 
 
-def _compute_rate(pr: PlatformRates, it):
+def compute_rate(pr: PlatformRates, it):
     """(the rate point for a FLOP-priced call, or None and what the results file lacks)."""
     shape = it.shape or (1, 1, 1)
     backward = "backward" in it.op
     pas = "backward" if backward else "forward"
+    if it.cls == "gemm" and it.groups:
+        return (pr.grouped_rate(it.dtype, shape, it.groups, it.layout),
+                f"no {it.dtype} grouped GEMM rows (grouped-gemm)")
     if it.cls == "gemm":
         return pr.gemm_rate(it.dtype, shape), f"no {it.dtype} GEMM rows (gemm)"
     if it.cls == "conv":

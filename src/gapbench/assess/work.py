@@ -3,7 +3,8 @@
 The step runs under FakeTensorMode (shapes only: no memory, no arithmetic) below autograd, as `gapbench ops`
 traces it, and each operator call is recorded with what it costs a machine:
 
-  FLOPs   torch.utils.flop_counter's formulas (matmul, convolution, attention); none for other operators
+  FLOPs   torch.utils.flop_counter's formulas (matmul, convolution, attention), and 2·m·n·k summed over the groups
+          of a grouped matmul (torch._grouped_mm, which it has none for); none for other operators
   bytes   the tensors it reads plus the tensors it writes (numel × element size); none for views, which move
           no data
   class   gemm (matrix multiplies), conv (convolutions, forward and backward), attention (scaled-dot-product
@@ -45,11 +46,13 @@ class Item:
     count: int = 1
     elements: int = 0  # memory class: elements of its largest output (the unit of an element-wise rate)
     kernel: int = 0  # conv: kernel elements per channel (1 for 1×1, 9 for 3×3)
+    groups: int = 0  # a grouped gemm: its groups (shape is then one group's (m, n, k)); 0: not grouped
+    layout: str = ""  # a grouped gemm: rows (the offsets split the rows) | k (they split the shared dimension)
 
     @property
     def key(self) -> tuple:
         return (self.op, self.cls, self.dtype, self.phase, self.flops, self.bytes, self.shape, self.elements,
-                self.kernel)
+                self.kernel, self.groups, self.layout)
 
     @property
     def packet(self) -> str:
@@ -60,7 +63,8 @@ class Item:
     def to_dict(self) -> dict:
         return {"op": self.op, "class": self.cls, "dtype": self.dtype, "phase": self.phase, "count": self.count,
                 "flops": self.flops, "bytes": self.bytes, "shape": list(self.shape) if self.shape else None,
-                "elements": self.elements, "kernel": self.kernel}
+                "elements": self.elements, "kernel": self.kernel,
+                **({"groups": self.groups, "layout": self.layout} if self.groups else {})}
 
 
 @dataclass
@@ -196,10 +200,44 @@ def _sdpa_cpu_backward(grad_out, query, key, value, *args, **kwargs) -> int:
     return sdpa_backward_flop_count(grad_out.shape, query.shape, key.shape, value.shape)
 
 
-# CPU attention kernels that torch.utils.flop_counter has no entry for; counted with its SDPA formulas
+def grouped_dims(args) -> tuple[int, tuple[int, int, int], str] | None:
+    """(groups, one group's (m, n, k), layout) of a torch._grouped_mm call, the groups taken as equal (a trace on
+    fake tensors does not know the offsets' values): a 2-D operand times a 3-D one — the rows split, layout
+    `rows`; two 2-D operands — the shared dimension split, one (m, n) product per group, layout `k`; two 3-D
+    operands — a batch of equal groups."""
+    ts = _tensors(args)
+    if len(ts) < 2:
+        return None
+    a, b = ts[0], ts[1]
+    offs = ts[2] if len(ts) > 2 and ts[2].dim() == 1 else None
+    g = int(offs.shape[0]) if offs is not None else (int(b.shape[0]) if b.dim() == 3 else 1)
+    g = max(1, g)
+    if a.dim() == 2 and b.dim() == 3:
+        return g, (max(1, int(a.shape[0]) // g), int(b.shape[-1]), int(a.shape[1])), "rows"
+    if a.dim() == 2 and b.dim() == 2:
+        return g, (int(a.shape[0]), int(b.shape[1]), max(1, int(a.shape[1]) // g)), "k"
+    if a.dim() == 3 and b.dim() == 3:
+        return int(a.shape[0]), (int(a.shape[1]), int(b.shape[-1]), int(a.shape[2])), "rows"
+    if a.dim() == 3 and b.dim() == 2:  # one (m, k) per group times its share of b's columns
+        return int(a.shape[0]), (int(a.shape[1]), max(1, int(b.shape[1]) // int(a.shape[0])), int(a.shape[2])), \
+            "rows"
+    return None
+
+
+def _grouped_mm(*args, **kwargs) -> int:
+    dims = grouped_dims(args)
+    if dims is None:
+        return 0
+    g, (m, n, k), _ = dims
+    return 2 * g * m * n * k
+
+
+# operators that torch.utils.flop_counter has no entry for: CPU attention kernels (with its SDPA formulas) and
+# grouped matrix multiplies (mixture-of-experts layers)
 _EXTRA_FLOPS = {
     "aten._scaled_dot_product_flash_attention_for_cpu": _sdpa_cpu,
     "aten._scaled_dot_product_flash_attention_for_cpu_backward": _sdpa_cpu_backward,
+    "aten._grouped_mm": _grouped_mm,
 }
 
 
@@ -291,6 +329,11 @@ def describe(func, args, kwargs, out, phase: str) -> Item:
     cls = op_class(func)
     first = next(iter(_tensors((args, kwargs))), None)
     flops = op_flops(func, args, kwargs, out) if cls in COMPUTE else 0.0
+    grouped = grouped_dims(args) if str(func.overloadpacket) == "aten._grouped_mm" else None
+    if grouped is not None:
+        g, dims, layout = grouped
+        return Item(str(func), cls, dtype_name(first.dtype), phase, flops, op_bytes(func, args, kwargs, out, cls),
+                    dims, groups=g, layout=layout)
     shape = {"gemm": lambda: gemm_shape(func, args, flops), "conv": lambda: conv_shape(func, args, out),
              "attention": lambda: attention_shape(func, args)}.get(cls, lambda: None)()
     nbytes = _nbytes(first) if cls == "collective" and first is not None else op_bytes(func, args, kwargs, out, cls)

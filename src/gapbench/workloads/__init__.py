@@ -37,6 +37,7 @@ BUILTIN: dict[str, str] = {
     "launch": "gapbench.workloads.micro.launch:Launch",
     "attention": "gapbench.workloads.micro.attention:Attention",
     "conv": "gapbench.workloads.micro.conv:Conv",
+    "grouped-gemm": "gapbench.workloads.micro.grouped_gemm:GroupedGemm",
 }
 
 ENTRY_POINT_GROUP = "gapbench.workloads"
