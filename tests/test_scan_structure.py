@@ -199,3 +199,53 @@ def test_shell_lines_that_only_print(report):
 def test_names_of_jobs_and_empty_make_variables_are_no_lock_in(report):
     assert not any(line == 43 for line, _, _ in hits(report, "workflows/matrix.yml"))    # a job named for CUDA
     assert not {line for line, _, _ in hits(report, "make/Makefile")} & {11, 12}          # set to nothing; a name
+
+
+def test_a_port_header_ports_what_it_aliases_where_it_is_included(report):
+    # vendor/hip_shim.h is included only from the HIP side of shared.cuh: a port header, all its lines ported
+    assert {ported for _, _, ported in hits(report, "hipalias/vendor/hip_shim.h")} == {True}
+    assert {ported for _, _, ported in hits(report, "hipalias/vendor/nv_side.h")} == {False}     # the CUDA side
+    shared = hits(report, "hipalias/shared.cuh")
+    assert (8, "cpp-cuda-runtime-api", True) in shared              # cudaStream_t, cudaStreamSynchronize aliased
+    assert (9, "cpp-cuda-runtime-api", False) in shared             # cudaMemcpy: the header does not alias it
+    assert (11, "cpp-cuda-arch-macro", True) in shared              # a condition that also tests the port
+    assert (14, "cpp-cuda-arch-macro", False) in shared             # __CUDA_ARCH__ alone (defined to a number)
+    # reduce.cu includes reduce.h (no CUDA in it), which includes shared.cuh: the aliases reach it
+    reduce = hits(report, "hipalias/reduce.cu")
+    assert (4, "cpp-warp-full-mask", True) in reduce                # the aliased shuffle drops its mask
+    assert (4, "cpp-warp-size-32", False) in reduce                 # a literal width it passes on
+    assert (7, "cpp-cuda-runtime-api", True) in reduce and (7, "cpp-half-types-no-hip", True) in reduce
+    assert (8, "cpp-cuda-runtime-api", False) in reduce             # cudaDeviceSynchronize: not aliased
+
+
+def test_a_port_branch_alias_stays_in_its_file(report):
+    # compat.cuh aliases __shfl_down_sync under #ifdef USE_ROCM: its own later use is ported
+    assert (6, "cpp-warp-full-mask", True) in hits(report, "hipalias/compat.cuh")
+    # a file including it is not compiled through a port header: its uses and conditions stay CUDA's
+    user = hits(report, "hipalias/user.cu")
+    assert (3, "cpp-warp-full-mask", False) in user and (5, "cpp-cuda-arch-macro", False) in user
+
+
+def test_port_headers_are_learnt_from_the_sides_of_includes():
+    from gapbench.scan.branches import PortHeaders, header_facts
+    from gapbench.scan.match_text import mask_c_code
+
+    def facts(text):
+        return header_facts(*mask_c_code(text))
+
+    shim = facts("#define cudaEvent_t hipEvent_t\n#define CUDART_X 1\n#define cudaFoo(a) hipFoo(a, 0)\n"
+                 "#define cudaBar cudaBaz\nusing cudaError_t = hipError_t;\n")
+    assert {n for n, _ in shim.aliases} == {"cudaEvent_t", "cudaFoo", "cudaError_t"}
+    both = {"a/shim.h": shim,
+            "a/x.cuh": facts('#ifdef USE_ROCM\n#include "shim.h"\n#endif\n'),
+            "b/y.cu": facts('#include "x.cuh"\n'),
+            "b/z.cu": facts('#include "other.h"\n')}
+    graph = PortHeaders(both, set(both) | {"a/other.h"})
+    graph.settle()
+    assert graph.port == {"a/shim.h"}
+    assert graph.imported("b/y.cu") == {"cudaEvent_t", "cudaFoo", "cudaError_t"}    # found through the tree
+    assert graph.imported("b/z.cu") is None
+    also = dict(both, **{"c/w.cu": facts('#include "../a/shim.h"\n')})              # included outside a branch
+    graph = PortHeaders(also, set(also))
+    graph.settle()
+    assert not graph.port

@@ -9,12 +9,14 @@ Python: `if` statements whose test asks for another stack (`if torch.version.hip
 from __future__ import annotations
 
 import ast
+import posixpath
 import re
+from dataclasses import dataclass
 
 # A macro or name that says "another stack than CUDA". HIP on NVIDIA (__HIP_PLATFORM_NVIDIA__/_NVCC__) is CUDA.
 _PORT_WORD = re.compile(r"(?i)(?:^|_)(?:hip|hipcc|rocm|amd|gfx\w*|xpu|sycl|npu|ascend|cann|musa)(?:$|_)")
 _CUDA_SIDE = re.compile(r"(?i)nvidia|nvcc|cuda")
-_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif|define)\b([^\n]*)", re.MULTILINE)
+_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif|define|include)\b([^\n]*)", re.MULTILINE)
 _TERM_SPLIT = re.compile(r"&&|\|\|")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _PORT_STRINGS = frozenset({"xpu", "npu", "hip", "rocm", "musa"})
@@ -76,7 +78,7 @@ def cpp_port_lines(masked: str, macros: PortMacros | None = None) -> list[tuple[
         return []
     out: list[tuple[int, int]] = []
     for kind, line, frame, _ in _walk_directives(masked, macros):
-        if kind not in ("if", "ifdef", "ifndef", "define") and frame[1]:
+        if kind not in ("if", "ifdef", "ifndef", "define", "include") and frame[1]:
             out.append((frame[2], line))
     return _merged(out)
 
@@ -85,7 +87,7 @@ def _walk_directives(masked: str, macros: PortMacros | None):
     """(kind, line, frame, match) for each directive, in order; a frame is [polarity of its first condition, is
     the current branch a port branch, start line, is the current branch the CUDA side]. For `#if`-family
     directives the frame given is the new one; for the others it is the frame as it was before the directive
-    (for #define: the innermost frame, or None outside any conditional)."""
+    (for #define and #include: the side of the innermost conditional about the port, see _side)."""
     stack: list[list] = []
     line, pos = 1, 0
     for m in _DIRECTIVE.finditer(masked):
@@ -97,7 +99,7 @@ def _walk_directives(masked: str, macros: PortMacros | None):
             stack.append([pol, pol == POSITIVE, line, pol == NEGATIVE])
             yield kind, line, stack[-1], m
             continue
-        if kind == "define":
+        if kind in ("define", "include"):
             yield kind, line, _side(stack), m
             continue
         if not stack:
@@ -214,6 +216,211 @@ def port_macros(masked: str, known: PortMacros | None = None) -> PortMacros:
             mine[""] = None
         mine.setdefault(side, d.group(2).strip())
     return PortMacros(sides)
+
+
+# ---------------------------------------------------------------- conditions and names the port already handles
+
+# A HIP/ROCm platform macro or switch (`__HIP_PLATFORM_AMD__`, `USE_ROCM`, `MYLIB_USE_HIP`, `__gfx90a__`): a
+# condition testing one is already port-aware. Other stacks' switches (MUSA, SYCL, XPU) give ROCm no path.
+_HIP_WORD = re.compile(r"(?i)(?:^|_)(?:hip|hipcc|rocm|amd|gfx\w*)(?:$|_)")
+# The HIP/ROCm twin a CUDA name is aliased to: hipStream_t, HIPBLAS_OP_N, hipcub, rocblas_status, rccl names.
+_TWIN = r"(?:__)?(?:hip|HIP|roc[a-z]|ROC[A-Z]|rccl|RCCL|miopen|MIOPEN)\w*"
+_HIP_TWIN = re.compile(_TWIN + r"\b")
+_INCLUDE_TARGET = re.compile(r'[ \t]*"([^"\n]+)"')
+_FUNCTION_DEFINE = re.compile(r"[ \t]+([A-Za-z_]\w*)\([^)\n]*\)[ \t]*(\S[^\n]*)")
+# `typedef hip_bfloat16 nv_bfloat16;`, `using cudaStream_t = hipStream_t;`, `namespace cub = hipcub;`
+_TYPE_ALIASES = (
+    (re.compile(r"\btypedef\s+(?:(?:struct|enum|union)\s+)?(?:::\s*)?" + _TWIN + r"\s*\*?\s*(\w+)\s*;"), 1),
+    (re.compile(r"\busing\s+(\w+)\s*=\s*(?:typename\s+)?(?:::\s*)?" + _TWIN + r"[\w:]*\s*;"), 1),
+    (re.compile(r"\bnamespace\s+(\w+)\s*=\s*(?:::\s*)?hip\w*\s*;"), 1),
+)
+
+
+def is_hip_name(name: str) -> bool:
+    """A macro or identifier naming HIP/ROCm (not HIP's CUDA platform, __HIP_PLATFORM_NVIDIA__)."""
+    name = name.strip("_")
+    return bool(_HIP_WORD.search(name)) and not _CUDA_SIDE.search(name)
+
+
+def port_guard_lines(masked: str, macros: PortMacros | None = None) -> list[tuple[int, int]]:
+    """(first, last) line ranges of the #if/#elif conditions that test a HIP/ROCm macro or a learnt port switch
+    (`#if defined(__HIP_PLATFORM_AMD__) || __CUDA_ARCH__ >= 800`): such a condition already tells the port's
+    side from CUDA's, so the CUDA macros it also reads are kept by the port, not edited."""
+    if "#" not in masked:
+        return []
+    out: list[tuple[int, int]] = []
+    line, pos = 1, 0
+    for m in _DIRECTIVE.finditer(masked):
+        line += masked.count("\n", pos, m.start())
+        pos = m.start()
+        if m.group(1) not in ("if", "elif", "ifdef", "ifndef"):
+            continue
+        cond = _joined(masked, m).split("//")[0]
+        names = [n for n in _IDENT.findall(cond) if n != "defined"]
+        if any(is_hip_name(n) or (macros is not None and n in macros.names) for n in names):
+            out.append((line, line + _continued(masked, m)))
+    return _merged(out)
+
+
+def _continued(masked: str, m: re.Match) -> int:
+    """How many lines a directive's condition runs on past its first (backslash continuations)."""
+    n, start, end = 0, m.start(), m.end()
+    while masked[start:end].rstrip(" \t\r").endswith("\\") and end < len(masked):
+        start = end + 1
+        nxt = masked.find("\n", start)
+        end = len(masked) if nxt < 0 else nxt
+        n += 1
+    return n
+
+
+@dataclass(frozen=True)
+class HeaderFacts:
+    """What other files of the tree learn from a C/C++ file (header_facts), and what it learns from them."""
+    includes: tuple[tuple[str, str], ...] = ()     # `#include "..."` targets, each with its side
+    aliases: tuple[tuple[str, str], ...] = ()      # CUDA names it aliases to HIP twins, each with its side
+    guards: tuple[tuple[int, int], ...] = ()       # the lines of its conditions that test the port
+
+
+def header_facts(masked: str, code: str, macros: PortMacros | None = None) -> HeaderFacts:
+    """What other files learn from this one: its `#include "..."` targets, and the CUDA names it aliases to their
+    HIP twins (`#define cudaStream_t hipStream_t`, a shim `#define __shfl_sync(m, v, l, w) __shfl(v, l, w)`,
+    `typedef hip_bfloat16 nv_bfloat16;`, `using ... = hip...;`, `namespace cub = hipcub;`), each with the side of
+    the port's conditionals it stands on: "port", "cuda" or "" (outside any); and its port guards
+    (port_guard_lines). A define to a number (`#define __CUDA_ARCH__ 1300`) is a stand-in value, no twin: the
+    code it gates is still CUDA's. `masked`: comments blanked; `code`: strings blanked too."""
+    words = [w for w in ("typedef", "using", "namespace") if w in code]
+    if "#" not in masked and not words:
+        return HeaderFacts()
+    includes: list[tuple[str, str]] = []
+    aliases: list[tuple[str, str]] = []
+    for kind, _line, side, m in _walk_directives(masked, macros) if "#" in masked else ():
+        if kind == "include":
+            t = _INCLUDE_TARGET.match(m.group(2))
+            if t:
+                includes.append((t.group(1), side))
+        elif kind == "define" and side != "cuda":
+            name = _aliased_by_define(m.group(2))
+            if name:
+                aliases.append((name, side))
+    if words:
+        aliases += _type_aliases(masked, code, macros)
+    return HeaderFacts(tuple(includes), tuple(aliases), tuple(port_guard_lines(masked, macros)))
+
+
+def _aliased_by_define(rest: str) -> str | None:
+    f = _FUNCTION_DEFINE.match(rest)
+    if f:
+        name = f.group(1)
+    else:
+        d = _DEFINE_VALUE.match(rest)
+        if d is None or not _HIP_TWIN.match(d.group(2).strip()):
+            return None
+        name = d.group(1)
+    return None if is_port_name(name) or _HIP_TWIN.match(name) else name
+
+
+def _type_aliases(masked: str, code: str, macros: PortMacros | None) -> list[tuple[str, str]]:
+    found = [(m.start(), m.group(group)) for rx, group in _TYPE_ALIASES for m in rx.finditer(code)]
+    if not found:
+        return []
+    port, cuda = cpp_port_lines(masked, macros), _cuda_side_lines(masked, macros)
+    out = []
+    for start, name in found:
+        line = code.count("\n", 0, start) + 1
+        side = "port" if in_ranges(port, line) else "cuda" if in_ranges(cuda, line) else ""
+        if side != "cuda" and not is_port_name(name):
+            out.append((name, side))
+    return out
+
+
+def _cuda_side_lines(masked: str, macros: PortMacros | None) -> list[tuple[int, int]]:
+    out: list[tuple[int, int]] = []
+    for kind, line, frame, _ in _walk_directives(masked, macros):
+        if kind not in ("if", "ifdef", "ifndef", "define", "include") and frame[3]:
+            out.append((frame[2], line))
+    return _merged(out)
+
+
+def twins_pattern(names) -> re.Pattern | None:
+    """A finding's text that is one of these aliased names: the name alone (`cudaStream_t`), a name in its
+    namespace (`cub::BlockLoad`), or a call's name with its first argument (`__shfl_sync(0xffffffff`, the mask
+    a HIP shim drops); not a call with a literal the alias passes on (`__shfl_sync(m, v, l, 32)`: the width)."""
+    names = sorted(set(names), key=len, reverse=True)
+    if not names:
+        return None
+    return re.compile(r"(?:" + "|".join(map(re.escape, names)) + r")(?!\w)(?:\s*::.*|\s*\(\s*[^,()]*)?\Z")
+
+
+class PortHeaders:
+    """Headers that are the port, and what including one brings. A header the tree includes only from port
+    branches (`#if defined(MYLIB_USE_HIP)` / `#include "vendors/hip.h"`), or only from other such headers, is the
+    port's own file: its lines are kept by a migration. The CUDA names it aliases to their HIP twins are ported in
+    every file that includes it, directly or through other headers (the alias does the port there), and so are
+    the conditions there that test the port: such a file is compiled for both, through the header."""
+
+    def __init__(self, facts: dict[str, HeaderFacts], paths: frozenset[str] | set[str]):
+        self.facts = dict(facts)
+        self.paths = paths
+        self._by_name: dict[str, list[str]] | None = None
+        self.port: set[str] = set()
+        self._reach: dict[str, frozenset[str] | None] = {}
+
+    def resolve(self, includer: str, target: str) -> str | None:
+        """The tree's file an `#include "target"` of `includer` names: beside the includer, else the one file of
+        the tree whose path ends with it (an include folder given to the compiler)."""
+        if target.startswith("/"):
+            return None
+        near = posixpath.normpath(posixpath.join(posixpath.dirname(includer), target))
+        if near in self.paths:
+            return near
+        if self._by_name is None:
+            self._by_name = {}
+            for p in self.paths:
+                self._by_name.setdefault(p.rsplit("/", 1)[-1], []).append(p)
+        tail = posixpath.normpath(target).lstrip("./")
+        hits = [p for p in self._by_name.get(tail.rsplit("/", 1)[-1], ()) if p == tail or p.endswith("/" + tail)]
+        return hits[0] if len(hits) == 1 else None
+
+    def candidates(self) -> bool:
+        """Whether some file includes a file of the tree from a port branch (else there is no port header)."""
+        return any(side == "port" and self.resolve(rel, target)
+                   for rel, f in self.facts.items() for target, side in f.includes)
+
+    def settle(self, more: dict[str, HeaderFacts] | None = None) -> None:
+        """The port headers, given every C/C++ file's facts (`more`: those of the files not scanned as CUDA)."""
+        self.facts.update(more or {})
+        includers: dict[str, list[tuple[str, str]]] = {}
+        self._children: dict[str, list[str]] = {}
+        for rel, f in self.facts.items():
+            for target, side in f.includes:
+                t = self.resolve(rel, target)
+                if t is not None and t != rel:
+                    includers.setdefault(t, []).append((rel, side))
+                    self._children.setdefault(rel, []).append(t)
+        changed = True
+        while changed:
+            changed = False
+            for h, incs in includers.items():
+                if h not in self.port and all(side == "port" or (side == "" and g in self.port) for g, side in incs):
+                    self.port.add(h)
+                    changed = True
+
+    def imported(self, rel: str) -> frozenset[str] | None:
+        """The names aliased to HIP twins by the port headers `rel` includes (directly or not); None when it
+        includes none."""
+        if rel in self._reach:
+            return self._reach[rel]
+        self._reach[rel] = None        # a cycle of includes adds nothing
+        out: set[str] | None = None
+        for child in self._children.get(rel, ()):
+            if child in self.port:
+                out = out or set()
+                out.update(n for n, side in self.facts.get(child, HeaderFacts()).aliases if side != "cuda")
+            got = self.imported(child)
+            if got is not None:
+                out = (out or set()) | got
+        self._reach[rel] = frozenset(out) if out is not None else None
+        return self._reach[rel]
 
 
 def _joined(text: str, m: re.Match) -> str:

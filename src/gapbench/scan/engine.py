@@ -6,6 +6,7 @@ Workers (a fork pool for big trees) each build the compiled rules once; a file i
 from __future__ import annotations
 
 import ast
+import dataclasses
 import fnmatch
 import multiprocessing
 import os
@@ -14,13 +15,14 @@ import warnings
 from collections.abc import Iterable
 
 from gapbench.scan import cuda_api
-from gapbench.scan.branches import in_ranges
+from gapbench.scan.branches import HeaderFacts, PortHeaders, header_facts, in_ranges, twins_pattern
 from gapbench.scan.findings import FileResult, Finding, Note
 from gapbench.scan.match_build import BuildRules
 from gapbench.scan.match_cpp import CppRules
 from gapbench.scan.match_notebook import scan_notebook
 from gapbench.scan.match_python import PythonRules, _short
-from gapbench.scan.match_text import CPP_CUDA_HINT, TextRules, is_makefile, mask_hash_comments, mask_make_messages
+from gapbench.scan.match_text import (CPP_CUDA_HINT, TextRules, is_makefile, mask_c_code, mask_hash_comments,
+                                      mask_make_messages)
 from gapbench.scan.match_yaml import YamlRules
 from gapbench.scan.reading import Unreadable, open_regular, read_fd
 from gapbench.scan.rules import RuleSet, load_rules
@@ -144,6 +146,7 @@ class Matcher:
             raw += [(m.rule.id, m.line, m.col, m.text, m.ported, m.last)
                     for m in self.cpp.match(name, text, self.macros, facts)]
             res.macros, res.tested = facts.get("macros"), facts.get("tested", frozenset())
+            res.header = facts.get("header")
         for kind in ("deps", "build"):
             if kind in kinds:
                 masked = mask_hash_comments(text)
@@ -319,7 +322,15 @@ def with_tree_facts(results: list[tuple[Entry, FileResult]], ruleset: RuleSet, m
     files testing a portability macro defined elsewhere (`#if MYLIB_HIP` in a kernel file, `#define MYLIB_HIP 1`
     under `#ifdef USE_ROCM` in a header), Python files importing a CUDA extension the tree builds
     (`from . import _C` beside a setup.py with `CUDAExtension(name="pkg._C")`). Few files: the second pass runs
-    here, in this process."""
+    here, in this process. Then the findings of C/C++ files that include a header which is the port
+    (branches.PortHeaders: `#include "vendors/hip.h"` under `#if defined(MYLIB_USE_HIP)`, the header `#define`s
+    CUDA names to their HIP twins) are marked already ported where the header does the port: no file is scanned
+    again for that, the first pass kept each file's includes, aliases and port guards."""
+    return _through_port_headers(_rescanned(results, ruleset, max_bytes, packages), max_bytes)
+
+
+def _rescanned(results: list[tuple[Entry, FileResult]], ruleset: RuleSet, max_bytes: int,
+               packages: frozenset[str]) -> list[tuple[Entry, FileResult]]:
     tree = None
     extensions: set[str] = set()
     for _, res in results:
@@ -341,6 +352,66 @@ def with_tree_facts(results: list[tuple[Entry, FileResult]], ruleset: RuleSet, m
             res = matcher.scan_file(entry, kinds_of(entry.rel))
         out.append((entry, res))
     return out
+
+
+def _through_port_headers(results: list[tuple[Entry, FileResult]], max_bytes: int) -> list[tuple[Entry, FileResult]]:
+    """The results with what port headers do marked: every finding of a port header is already ported, and in a
+    file including one, the findings on names it aliases to their HIP twins and on conditions testing the port."""
+    facts = {e.rel: r.header for e, r in results if r.header is not None}
+    if not facts:
+        return results
+    graph = PortHeaders(facts, {e.rel for e, _ in results})
+    if not graph.candidates():
+        return results      # no file includes one of the tree's files from a port branch: the common case
+    graph.settle({e.rel: h for e, r in results if r.header is None and r.scanned and _is_c_source(e.rel)
+                  and (h := _header_of(e, max_bytes)) is not None})
+    out = []
+    for entry, res in results:
+        if res.findings and res.header is not None:
+            res = _ported_through(graph, entry.rel, res)
+        out.append((entry, res))
+    return out
+
+
+def _ported_through(graph: PortHeaders, rel: str, res: FileResult) -> FileResult:
+    if rel in graph.port:
+        marks = [dataclasses.replace(f, ported=True) for f in res.findings]
+    else:
+        names = graph.imported(rel)
+        if names is None:
+            return res
+        twins = twins_pattern(names)
+        guards = list(res.header.guards)
+        marks = [f if f.ported or not ((twins is not None and twins.match(f.text)) or in_ranges(guards, f.line))
+                 else dataclasses.replace(f, ported=True) for f in res.findings]
+    return dataclasses.replace(res, findings=marks)
+
+
+def _is_c_source(rel: str) -> bool:
+    return rel.lower().endswith(CUDA_EXT + CPP_EXT)
+
+
+def _header_of(entry: Entry, max_bytes: int) -> HeaderFacts | None:
+    """The includes of a C/C++ file the first pass did not read as CUDA code (a header linking others)."""
+    text = _text_of(entry, max_bytes)
+    if not text or "#include" not in text:
+        return None
+    masked, code = mask_c_code(text)
+    return header_facts(masked, code)
+
+
+def _text_of(entry: Entry, max_bytes: int) -> str | None:
+    try:
+        fd, _ = open_regular(entry.path, follow=False)
+    except Unreadable:
+        return None
+    try:
+        data = read_fd(fd, max_bytes)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return data.decode("utf-8", errors="replace")
 
 
 def _imports_one(entry: Entry, extensions: frozenset[str], max_bytes: int) -> bool:

@@ -33,6 +33,7 @@ class FileResult:
     macros: object = None       # C/C++: the portability macros the file defines (branches.PortMacros)
     tested: frozenset = frozenset()     # C/C++: the names its #if conditions test
     extensions: frozenset = frozenset()     # Python: the CUDA extensions it builds (module names)
+    header: object = None       # C/C++: its includes, HIP aliases and port guards (branches.HeaderFacts)
 
 
 def shown_path(path: str) -> str:

@@ -6,7 +6,8 @@ from __future__ import annotations
 import re
 
 from gapbench.scan import cuda_api
-from gapbench.scan.branches import PortMacros, cpp_port_lines, in_ranges, port_macros, tested_names
+from gapbench.scan.branches import (PortMacros, cpp_port_lines, header_facts, in_ranges, port_macros, tested_names,
+                                    twins_pattern)
 from gapbench.scan.match_python import _line_starts, _position, _short
 from gapbench.scan.match_text import TextMatch, TextRules, mask_c_code
 from gapbench.scan.rules import NO_HIP_SUFFIX, Rule, RuleSet
@@ -14,8 +15,6 @@ from gapbench.scan.statements import collapse, cpp_may_share, cpp_units
 
 # `namespace fe = cudnn_frontend;`, `namespace cg = ::cooperative_groups::experimental;`
 _NAMESPACE_ALIAS = re.compile(r"\bnamespace\s+(\w+)\s*=\s*(?:::\s*)?(\w+)[\w:\s]*;")
-# `namespace cub = hipcub;` in a ROCm branch: the file's cub:: names are hipCUB's there
-_HIP_ALIAS = re.compile(r"\bnamespace\s+(\w+)\s*=\s*(?:::\s*)?hip\w*\s*;")
 # `using namespace cute;`: the library's bare names (cuda_api.toml `bare`) are its names in this file
 _USING_NAMESPACE = re.compile(r"\busing\s+namespace\s+(?:::\s*)?(\w+)\s*;")
 # A variable declared right after an API type name: `cudaDeviceProp prop{};`, `const cudaLaunchConfig_t& cfg)`
@@ -60,13 +59,17 @@ class CppRules:
     def match(self, name: str, text: str, macros: PortMacros | None = None, facts: dict | None = None
               ) -> list[TextMatch]:
         """The file's findings. `macros`: portability macros other files of the tree define; `facts`, when given,
-        receives the file's own ("macros") and the names its conditions test ("tested")."""
+        receives the file's own ("macros"), the names its conditions test ("tested") and what a file including it
+        or included by it learns ("header": its includes, the CUDA names it aliases to HIP twins, its port guards;
+        branches.header_facts)."""
         masked, code = mask_c_code(text)
         own = port_macros(masked, macros) if "#" in masked else PortMacros()
+        macros = macros.merged(own) if macros else own
+        header = header_facts(masked, code, macros or None)
         if facts is not None:
             facts["macros"] = own if own.sides else None
             facts["tested"] = tested_names(masked) if "#" in masked else frozenset()
-        macros = macros.merged(own) if macros else own
+            facts["header"] = header if header.includes or header.aliases else None
         starts = _line_starts(masked)
         found = self.text.match("cpp", name, masked, starts)
         if self.by_library:
@@ -80,7 +83,8 @@ class CppRules:
         found = _one_per_statement(found, text, code, starts, self.exempt)
         ported = cpp_port_lines(masked, macros or None)
         if ported:
-            twins = _hip_twins(code, starts, ported)
+            # names the port branches alias to their HIP twins: a later use is ported too (the alias does it)
+            twins = twins_pattern(n for n, side in header.aliases if side == "port")
             for m in found:
                 m.ported = in_ranges(ported, m.line) or (twins is not None and bool(twins.match(m.text)))
         return found
@@ -304,12 +308,3 @@ def _one_per_statement(found: list[TextMatch], text: str, code: str, starts: lis
             m = TextMatch(m.rule, line, col, m.text, last=last)
         out.append(m)
     return out
-
-
-def _hip_twins(code: str, starts: list[int], ported: list[tuple[int, int]]) -> re.Pattern | None:
-    """Names aliased to their HIP twin inside a port branch (`namespace cub = hipcub;`): a finding on such a
-    name (`cub::BlockLoad`) is already ported, the alias does the work on ROCm."""
-    if "namespace" not in code:
-        return None
-    names = [m.group(1) for m in _HIP_ALIAS.finditer(code) if in_ranges(ported, _position(starts, m.start())[0])]
-    return re.compile(r"(?:" + "|".join(map(re.escape, names)) + r")\s*::") if names else None
