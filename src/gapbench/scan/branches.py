@@ -223,16 +223,18 @@ def port_macros(masked: str, known: PortMacros | None = None) -> PortMacros:
 # A HIP/ROCm platform macro or switch (`__HIP_PLATFORM_AMD__`, `USE_ROCM`, `MYLIB_USE_HIP`, `__gfx90a__`): a
 # condition testing one is already port-aware. Other stacks' switches (MUSA, SYCL, XPU) give ROCm no path.
 _HIP_WORD = re.compile(r"(?i)(?:^|_)(?:hip|hipcc|rocm|amd|gfx\w*)(?:$|_)")
+_HIP_MENTION = re.compile(r"HIP|hip|ROCM|ROCm|rocm|AMD|amd|gfx")
 # The HIP/ROCm twin a CUDA name is aliased to: hipStream_t, HIPBLAS_OP_N, hipcub, rocblas_status, rccl names.
 _TWIN = r"(?:__)?(?:hip|HIP|roc[a-z]|ROC[A-Z]|rccl|RCCL|miopen|MIOPEN)\w*"
 _HIP_TWIN = re.compile(_TWIN + r"\b")
 _INCLUDE_TARGET = re.compile(r'[ \t]*"([^"\n]+)"')
 _FUNCTION_DEFINE = re.compile(r"[ \t]+([A-Za-z_]\w*)\([^)\n]*\)[ \t]*(\S[^\n]*)")
-# `typedef hip_bfloat16 nv_bfloat16;`, `using cudaStream_t = hipStream_t;`, `namespace cub = hipcub;`
+# `typedef hip_bfloat16 nv_bfloat16;`, `using cudaStream_t = hipStream_t;`, `namespace cub = hipcub;` (a literal
+# first, no \b: the regex engine then skips to each occurrence; the word's start is checked after)
 _TYPE_ALIASES = (
-    (re.compile(r"\btypedef\s+(?:(?:struct|enum|union)\s+)?(?:::\s*)?" + _TWIN + r"\s*\*?\s*(\w+)\s*;"), 1),
-    (re.compile(r"\busing\s+(\w+)\s*=\s*(?:typename\s+)?(?:::\s*)?" + _TWIN + r"[\w:]*\s*;"), 1),
-    (re.compile(r"\bnamespace\s+(\w+)\s*=\s*(?:::\s*)?hip\w*\s*;"), 1),
+    re.compile(r"typedef\s+(?:(?:struct|enum|union)\s+)?(?:::\s*)?" + _TWIN + r"\s*\*?\s*(\w+)\s*;"),
+    re.compile(r"using\s+(\w+)\s*=\s*(?:typename\s+)?(?:::\s*)?" + _TWIN + r"[\w:]*\s*;"),
+    re.compile(r"namespace\s+(\w+)\s*=\s*(?:::\s*)?hip\w*\s*;"),
 )
 
 
@@ -246,7 +248,7 @@ def port_guard_lines(masked: str, macros: PortMacros | None = None) -> list[tupl
     """(first, last) line ranges of the #if/#elif conditions that test a HIP/ROCm macro or a learnt port switch
     (`#if defined(__HIP_PLATFORM_AMD__) || __CUDA_ARCH__ >= 800`): such a condition already tells the port's
     side from CUDA's, so the CUDA macros it also reads are kept by the port, not edited."""
-    if "#" not in masked:
+    if "#" not in masked or (not (macros and macros.names) and not _HIP_MENTION.search(masked)):
         return []
     out: list[tuple[int, int]] = []
     line, pos = 1, 0
@@ -320,7 +322,8 @@ def _aliased_by_define(rest: str) -> str | None:
 
 
 def _type_aliases(masked: str, code: str, macros: PortMacros | None) -> list[tuple[str, str]]:
-    found = [(m.start(), m.group(group)) for rx, group in _TYPE_ALIASES for m in rx.finditer(code)]
+    found = [(m.start(), m.group(1)) for rx in _TYPE_ALIASES for m in rx.finditer(code)
+             if not (m.start() and (code[m.start() - 1].isalnum() or code[m.start() - 1] == "_"))]
     if not found:
         return []
     port, cuda = cpp_port_lines(masked, macros), _cuda_side_lines(masked, macros)

@@ -21,8 +21,7 @@ from gapbench.scan.match_build import BuildRules
 from gapbench.scan.match_cpp import CppRules
 from gapbench.scan.match_notebook import scan_notebook
 from gapbench.scan.match_python import PythonRules, _short
-from gapbench.scan.match_text import (CPP_CUDA_HINT, TextRules, is_makefile, mask_c_code, mask_hash_comments,
-                                      mask_make_messages)
+from gapbench.scan.match_text import CPP_CUDA_HINT, TextRules, is_makefile, mask_hash_comments, mask_make_messages
 from gapbench.scan.match_yaml import YamlRules
 from gapbench.scan.reading import Unreadable, open_regular, read_fd
 from gapbench.scan.rules import RuleSet, load_rules
@@ -387,6 +386,9 @@ def _ported_through(graph: PortHeaders, rel: str, res: FileResult) -> FileResult
     return dataclasses.replace(res, findings=marks)
 
 
+_QUOTED_INCLUDE = re.compile(r'#[ \t]*include[ \t]*"')
+
+
 def _is_c_source(rel: str) -> bool:
     return rel.lower().endswith(CUDA_EXT + CPP_EXT)
 
@@ -394,10 +396,9 @@ def _is_c_source(rel: str) -> bool:
 def _header_of(entry: Entry, max_bytes: int) -> HeaderFacts | None:
     """The includes of a C/C++ file the first pass did not read as CUDA code (a header linking others)."""
     text = _text_of(entry, max_bytes)
-    if not text or "#include" not in text:
+    if not text or not _QUOTED_INCLUDE.search(text):
         return None
-    masked, code = mask_c_code(text)
-    return header_facts(masked, code)
+    return header_facts(text, text)     # directives only: its comments are left (a `// #include` is no directive)
 
 
 def _text_of(entry: Entry, max_bytes: int) -> str | None:
