@@ -249,3 +249,14 @@ def test_port_headers_are_learnt_from_the_sides_of_includes():
     graph = PortHeaders(also, set(also))
     graph.settle()
     assert not graph.port
+
+
+def test_a_cmake_projects_own_cuda_named_variables(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "cmake/device_flags.cmake")}
+    lines = {line for line, _ in got}
+    # not: a comment after a command (1), switches tested for their truth (2) and the compile definitions a
+    # project makes (3), a variable the file assigns itself and its uses (5, 7)
+    assert not lines & {1, 2, 3, 5, 6, 7}
+    assert {8, 9} <= lines                      # an architecture list; a setting CMake's CUDA support reads
+    assert (10, "build-nvcc-flags") in got      # nvcc's -Werror <kind>
+    assert (11, "build-cmake-cuda") in got      # flags for the CUDA language only

@@ -152,6 +152,42 @@ def _switch_only(cmd: Command) -> bool:
     return False
 
 
+# Commands that assign the variables they name (`set(CUDA_CCID "GNU")`, `list(JOIN CUDA_FLAGS " " CUDA_JOINED)`,
+# `execute_process(... OUTPUT_VARIABLE CUDA_VER)`): a CUDA-named variable the file assigns is the project's name.
+_ASSIGNING = frozenset({"set", "option", "list", "string", "math", "foreach", "get_filename_component",
+                        "separate_arguments", "cmake_parse_arguments"})
+_OUTPUT_KEYWORDS = frozenset({"OUTPUT_VARIABLE", "ERROR_VARIABLE", "RESULT_VARIABLE", "RESULTS_VARIABLE"})
+_DEFINITIONS = frozenset({"add_compile_definitions", "target_compile_definitions", "add_definitions"})
+_PLAIN_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*$")
+# What CMake's CUDA support reads, and architecture lists: a project assigning one still sets CUDA's setting.
+_CUDA_SETTING = re.compile(r"ARCH|^CUDA_(?:NVCC_FLAGS|HOST_COMPILER|PROPAGATE_HOST_FLAGS|TOOLKIT_ROOT_DIR|HOME$|PATH$"
+                           r"|BIN_PATH|VISIBLE_DEVICES|SEPARABLE|RESOLVE|STANDARD|RUNTIME|LIBRARIES|VERSION)")
+
+
+def assigned_names(cmds: list[Command]) -> frozenset[str]:
+    """The variables a CMake file assigns itself."""
+    out: set[str] = set()
+    for cmd in cmds:
+        if cmd.name in _ASSIGNING:
+            out.update(a[0] for a in cmd.args if not a[3] and _PLAIN_NAME.match(a[0]))
+        elif cmd.name == "execute_process":
+            words = [a[0] for a in cmd.args]
+            out.update(words[i + 1] for i, w in enumerate(words[:-1]) if w in _OUTPUT_KEYWORDS)
+    return frozenset(out)
+
+
+def _projects_own(name: str, cmd: Command, assigned: frozenset[str]) -> bool:
+    """A CUDA-named variable that is the project's own: assigned by the file, a compile definition it makes
+    (`add_compile_definitions(MYLIB_CUDA_GRAPHS)`), or a switch tested for its truth (`if(MYLIB_CUDA_F16)`);
+    not one CMake's CUDA support reads, nor an architecture list."""
+    if _CUDA_SETTING.search(name):
+        return False
+    if name in assigned or cmd.name in _DEFINITIONS:
+        return True
+    words = [a[0] for a in cmd.args]
+    return cmd.name in ("if", "elseif", "while") and not any(w in _CMAKE_TESTS for w in words)
+
+
 class BuildRules:
     def __init__(self, ruleset: RuleSet):
         self.cmake = ruleset.structural("cmake-command")
@@ -164,6 +200,7 @@ class BuildRules:
             return found
         starts = _line_starts(text)
         firsts = [c.start for c in cmds]
+        assigned = assigned_names(cmds)
         kept: list[TextMatch] = []
         first_line: dict[int, int] = {}     # command index -> its first flagged line
         for m in sorted(found, key=lambda m: (m.line, m.col)):
@@ -171,9 +208,12 @@ class BuildRules:
             k = bisect_right(firsts, off) - 1
             cmd = cmds[k] if k >= 0 and off < cmds[k].end else None
             if cmd is None:
-                kept.append(m)
+                if "#" not in text[starts[m.line - 1]:off]:
+                    kept.append(m)      # else in a comment after a command (`cmake_minimum_required(...)  # ...`)
                 continue
             if any(a <= off < b for a, b in _quiet_spans(cmd)) or _switch_only(cmd):
+                continue
+            if m.rule.fallback and _projects_own(m.text, cmd, assigned):
                 continue
             line = first_line.setdefault(k, m.line)
             last = _position(starts, max(cmd.end - 1, cmd.start))[0]
