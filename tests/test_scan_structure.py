@@ -260,3 +260,13 @@ def test_a_cmake_projects_own_cuda_named_variables(report):
     assert {8, 9} <= lines                      # an architecture list; a setting CMake's CUDA support reads
     assert (10, "build-nvcc-flags") in got      # nvcc's -Werror <kind>
     assert (11, "build-cmake-cuda") in got      # flags for the CUDA language only
+
+
+def test_a_dockerfile_read_with_its_arg_defaults(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "docker/gpu.Dockerfile")}   # `*.Dockerfile`: any case
+    lines = {line for line, _ in got}
+    assert (4, "build-docker-nvidia-base") in got       # FROM ${BUILD_IMAGE}, an ARG naming an NVIDIA image
+    assert 10 not in lines                              # FROM ${RUN_IMAGE}: ubuntu
+    assert {1, 5, 7} <= lines                           # CUDA-named ARGs, the CUDA architectures passed to CMake
+    assert 6 not in lines                               # a read of ${CUDA_ARCHS}: its ARG is the line to edit
+    assert (9, "build-cuda-feature-switch") in got      # -DMYLIB_CUDA=ON turns the CUDA backend on

@@ -17,7 +17,7 @@ from collections.abc import Iterable
 from gapbench.scan import cuda_api
 from gapbench.scan.branches import HeaderFacts, PortHeaders, header_facts, in_ranges, twins_pattern
 from gapbench.scan.findings import FileResult, Finding, Note
-from gapbench.scan.match_build import BuildRules
+from gapbench.scan.match_build import BuildRules, is_dockerfile
 from gapbench.scan.match_cpp import CppRules
 from gapbench.scan.match_notebook import scan_notebook
 from gapbench.scan.match_python import PythonRules, _short
@@ -168,6 +168,8 @@ class Matcher:
             return self.build.cmake_file(text, found)
         if is_makefile(name):
             return self.build.makefile(masked, found)
+        if is_dockerfile(name):
+            return self.build.dockerfile(masked, found, lambda line: self.text.match("build", name, line))
         return found
 
     def _workflow(self, text: str, found: list) -> list:

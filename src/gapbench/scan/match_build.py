@@ -188,6 +188,16 @@ def _projects_own(name: str, cmd: Command, assigned: frozenset[str]) -> bool:
     return cmd.name in ("if", "elseif", "while") and not any(w in _CMAKE_TESTS for w in words)
 
 
+_DOCKER_ARG = re.compile(r"^[ \t]*ARG[ \t]+([A-Za-z_]\w*)=[\"']?([^\s\"']+)", re.MULTILINE | re.IGNORECASE)
+_DOCKER_FROM = re.compile(r"^[ \t]*FROM[ \t][^\n]*\$\{?[A-Za-z_][^\n]*", re.MULTILINE | re.IGNORECASE)
+_DOCKER_REF = re.compile(r"\$\{?([A-Za-z_]\w*)\}?")
+
+
+def is_dockerfile(name: str) -> bool:
+    low = name.lower()
+    return low.startswith(("dockerfile", "containerfile")) or low.endswith(".dockerfile")
+
+
 class BuildRules:
     def __init__(self, ruleset: RuleSet):
         self.cmake = ruleset.structural("cmake-command")
@@ -233,6 +243,29 @@ class BuildRules:
                     lines.add(line)
                     kept.append(TextMatch(rule, line, col, _short(cmd.text())))
         return kept
+
+    def dockerfile(self, masked: str, found: list[TextMatch], lines_of) -> list[TextMatch]:
+        """A Dockerfile's line findings with its `FROM ${BASE_IMAGE}` lines read with the ARG defaults put in
+        (`ARG BASE_IMAGE=nvidia/cuda:12.4.0-devel-ubuntu22.04`): `lines_of(text)` gives a line's findings."""
+        if "FROM" not in masked and "from" not in masked:
+            return found
+        args = {m.group(1): m.group(2) for m in _DOCKER_ARG.finditer(masked)}
+        if not args:
+            return found
+        taken = {m.line for m in found}
+        starts = None
+        for m in _DOCKER_FROM.finditer(masked):
+            line_text = m.group(0)
+            put = _DOCKER_REF.sub(lambda v: args.get(v.group(1), v.group(0)), line_text)
+            if put == line_text:
+                continue
+            starts = starts or _line_starts(masked)
+            line = _position(starts, m.start())[0]
+            got = [t for t in lines_of(put) if t.line == 1]
+            if got and line not in taken:
+                taken.add(line)
+                found.append(TextMatch(got[0].rule, line, 0, _short(line_text)))
+        return found
 
     def makefile(self, masked: str, found: list[TextMatch]) -> list[TextMatch]:
         """A Makefile's line findings with the make-variable rules' findings at each assignment they name."""

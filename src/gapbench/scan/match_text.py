@@ -87,14 +87,17 @@ class TextRules:
     def __init__(self, ruleset: RuleSet):
         # structural rules are found by their readers (match_yaml, match_build), not as line patterns
         self.by_kind = {k: [r for r in ruleset.of_kind(k) if not r.structure] for k in ("deps", "cpp", "build")}
+        # file globs matched without case: `cuda.Dockerfile` is a `*.dockerfile`, `Dockerfile.rocm` a `dockerfile*`
+        self.globs = {r.id: tuple(g.lower() for g in r.files) for rules in self.by_kind.values() for r in rules}
 
     def match(self, kind: str, name: str, masked: str, starts: list[int] | None = None) -> list[TextMatch]:
         found = []
         starts = starts or _line_starts(masked)
+        low = name.lower()
         for r in self.by_kind[kind]:
             if r.regex is None:     # a cpp rule that only names API libraries (match_cpp)
                 continue
-            if r.files and not any(fnmatch.fnmatchcase(name, g) for g in r.files):
+            if r.files and not any(fnmatch.fnmatchcase(low, g) for g in self.globs[r.id]):
                 continue
             if r.hint and not any(h in masked for h in r.hint):
                 continue
