@@ -3,9 +3,11 @@ benchmarks/data/assess_models.toml (transformers architectures, random weights),
 
 Pairs this one CPU can make: 1 thread against 2 threads at fp32, and (with --bf16) fp32 against bf16 at 1 thread.
 For each thread count one `gapbench run --suite assess` measures the rates the prediction reads (GEMM per dtype
-and shape, convolution, attention, element-wise, bandwidth, per-operator cost) and, right after, one
-`gapbench run --workload-file benchmarks/assess_models.py` measures each model's training step (forward, loss,
-backward, AdamW) in --runs interleaved passes. Each model's step is traced through `--entry`
+and shape, grouped GEMM, convolution, attention, element-wise, bandwidth, per-operator cost), one
+`gapbench run -w gemm:listed` the GEMM shapes the models' steps use (the shapes `gapbench assess` names: those
+that carry 99% of each step's GEMM FLOPs), and, right after, one `gapbench run --workload-file
+benchmarks/assess_models.py` measures each model's training step (forward, loss, backward, AdamW), each in --runs
+interleaved passes. Each model's step is traced through `--entry`
 (benchmarks.assess_models:NAME, on real tensors: `gapbench assess --real`), the gap is predicted from the two
 sides' rates by gapbench.assess.speed.predict (the code `gapbench assess` uses) and set against the measured gap
 of the two rows, judged as `compare` judges it. The error is predicted − measured, in percentage points.
@@ -88,19 +90,50 @@ def models_file(threads: int) -> str:
     return f"models-{threads}t.json"
 
 
+def shapes_file(threads: int) -> str:
+    return f"shapes-{threads}t.json"
+
+
+SHAPE_SHARE = 0.99  # of a step's dense GEMM FLOPs: the shapes that carry it are measured
+MAX_SHAPES = 60
+
+
+def step_shapes(works) -> list[str]:
+    """The dense GEMM shapes ('MxNxK') that carry SHAPE_SHARE of each traced step's GEMM FLOPs, most FLOPs first,
+    each once over all the steps."""
+    out: dict[str, None] = {}
+    for work in works:
+        flops: dict[str, float] = {}
+        for it in work.items:
+            if it.cls == "gemm" and not it.groups and it.shape:
+                key = "x".join(map(str, it.shape))
+                flops[key] = flops.get(key, 0.0) + it.flops * it.count
+        total, acc = sum(flops.values()), 0.0
+        for key in sorted(flops, key=lambda k: -flops[k]):
+            if total and acc >= SHAPE_SHARE * total:
+                break
+            out[key] = None
+            acc += flops[key]
+    return list(out)[:MAX_SHAPES]
+
+
 def dtypes_at(threads: int, bf16: bool) -> list[str]:
     return ["fp32", "bf16"] if bf16 and threads == 1 else ["fp32"]
 
 
-def measure(out: Path, names: list[str], runs: int, bf16: bool, reuse: bool) -> list[dict]:
-    """Per thread count: the rates (the `assess` suite), then the models right after, so that a side's rates and
-    its models are measured close together in time on a shared machine."""
+def measure(out: Path, names: list[str], runs: int, bf16: bool, reuse: bool, shapes: list[str]) -> list[dict]:
+    """Per thread count: the rates (the `assess` suite and the steps' GEMM shapes), then the models right after, so
+    that a side's rates and its models are measured close together in time on a shared machine."""
     log = []
     for t in THREADS:
         wl = [x for n in names for x in ("-w", f"{WORKLOAD}:{n}")]
-        plan = [(rates_file(t), ["--suite", "assess", "--label", label(t)]),
-                (models_file(t), ["--workload-file", WORKLOAD_FILE, *wl, "--dtype", ",".join(dtypes_at(t, bf16)),
-                                  "--label", label(t)])]
+        dtypes = ",".join(dtypes_at(t, bf16))
+        plan = [(rates_file(t), ["--suite", "assess", "--label", label(t)])]
+        if shapes:
+            plan.append((shapes_file(t), ["-w", "gemm:listed", "--gemm-shapes", ",".join(shapes), "--dtype", dtypes,
+                                          "--label", label(t)]))
+        plan.append((models_file(t), ["--workload-file", WORKLOAD_FILE, *wl, "--dtype", dtypes, "--label",
+                                      label(t)]))
         log += accuracy.run_passes(out, plan, runs, t, reuse, run=gapbench)
     return log
 
@@ -112,8 +145,9 @@ def side(out: Path, threads: int, dtype: str):
 
     rates = results.load(out / rates_file(threads))
     models = results.load(out / models_file(threads))
+    listed = results.load(out / shapes_file(threads)).measurements if (out / shapes_file(threads)).exists() else []
     merged = results.ResultSet(host=rates.host, device=rates.device, label=label(threads, dtype),
-                               measurements=rates.measurements + models.measurements, run_id=rates.run_id)
+                               measurements=rates.measurements + listed + models.measurements, run_id=rates.run_id)
     merged.path = str(out / models_file(threads))
     return merged
 
@@ -138,15 +172,18 @@ def traced(name: str, dtype: str):
     return work
 
 
-def evaluate(out: Path, names: list[str], bf16: bool) -> list[dict]:
+def traced_all(names: list[str], bf16: bool) -> dict:
     import torch
-
-    from gapbench.assess.rates import platform_rates
-    from gapbench.assess.speed import predict
 
     torch.set_num_threads(1)  # the trace runs each step once for real; its threads do not change what it records
     dtypes = ["fp32", "bf16"] if bf16 else ["fp32"]
-    works = {(n, d): traced(n, d) for n in names for d in dtypes}
+    return {(n, d): traced(n, d) for n in names for d in dtypes}
+
+
+def evaluate(out: Path, names: list[str], bf16: bool, works: dict) -> list[dict]:
+    from gapbench.assess.rates import platform_rates
+    from gapbench.assess.speed import predict
+
     rows = []
     for plabel, a, b in pairs(bf16):
         ra, rb = platform_rates(side(out, *a)), platform_rates(side(out, *b))
@@ -239,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=2, help="interleaved passes per gapbench run (--runs)")
     ap.add_argument("--bf16", action="store_true", help="add the fp32 vs bf16 pair at 1 thread")
     ap.add_argument("--reuse", action="store_true", help="keep runs already in --out; measure only what is missing")
+    ap.add_argument("--no-listed", action="store_true", help="do not measure the steps' own GEMM shapes "
+                    "(gemm:listed): the prediction reads the assess suite's shapes only")
     ap.add_argument("--held-aside-once", action="store_true",
                     help="score the held-aside models (once, after the work on the step-time model), not the "
                          "development ones")
@@ -251,9 +290,11 @@ def main(argv: list[str] | None = None) -> int:
     loads = [f"start: {uptime()}"]
     log_file = out / "runs.json"
     log = json.loads(log_file.read_text()) if args.reuse and log_file.exists() else []
-    log += measure(out, names, args.runs, args.bf16, args.reuse)
+    works = traced_all(names, args.bf16)
+    shapes = [] if args.no_listed else step_shapes(works.values())
+    log += measure(out, names, args.runs, args.bf16, args.reuse, shapes)
     log_file.write_text(json.dumps(log, indent=1) + "\n", encoding="utf-8")
-    rows = evaluate(out, names, args.bf16)
+    rows = evaluate(out, names, args.bf16, works)
     loads.append(f"end: {uptime()}")
     summ = summary(rows)
     data = {"command": command, "split": split, "models": names, "summary": summ, "pairs": rows, "runs": log,

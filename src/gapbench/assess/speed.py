@@ -66,6 +66,36 @@ class SidePrediction:
     spread: float
     spread_basis: str
     flagged: tuple[str, ...] = ()  # rates used that the host watch flagged
+    # the step's dense GEMM shapes this side measured no row near (priced at a farther shape), most FLOPs first:
+    # (dtype, 'MxNxK'), and their share of the step's dense GEMM FLOPs
+    unmeasured_gemm: tuple[tuple[str, str], ...] = ()
+    unmeasured_share: float = 0.0
+
+
+SHAPE_TOLERANCE = 0.25  # sum of |log| ratios of m, n, k within which a measured GEMM row is "at" a step's shape
+
+
+def unmeasured_gemm(work: Work, pr: PlatformRates) -> tuple[tuple[tuple[str, str], ...], float]:
+    """The traced step's dense GEMM shapes whose nearest measured row on this side is off by more than
+    SHAPE_TOLERANCE (`gemm:listed --gemm-shapes` measures them), most FLOPs first, and their share of the step's
+    dense GEMM FLOPs."""
+    flops: dict[tuple[str, tuple[int, int, int]], float] = {}
+    total = 0.0
+    for it in work.items:
+        if it.cls != "gemm" or it.groups or not it.shape:
+            continue
+        total += it.flops * it.count
+        point = pr.gemm_rate(it.dtype, it.shape)
+        if point is None or shape_distance((point.m, point.n, point.k), it.shape) > SHAPE_TOLERANCE:
+            key = (it.dtype, tuple(it.shape))
+            flops[key] = flops.get(key, 0.0) + it.flops * it.count
+    order = sorted(flops, key=lambda k: -flops[k])
+    share = sum(flops.values()) / total if total > 0 else 0.0
+    return tuple((d, "x".join(map(str, sh))) for d, sh in order), share
+
+
+def shape_distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
+    return sum(abs(np.log(max(1, x) / max(1, y))) for x, y in zip(a, b, strict=True))
 
 
 @dataclass(frozen=True)
@@ -267,7 +297,7 @@ def predict(sides: list[tuple[Work, PlatformRates]], draws: int = DRAWS, seed: i
         flagged = tuple(sorted({r.source for j, r in enumerate(table.rates) if r.flagged and _uses(plan, j)}))
         side_preds.append(SidePrediction(pr.name, pr.path, point[i], float(lo), float(hi), _classes(plan, nominal),
                                          "train" if work.has_backward else "infer", pr.synchronous, pr.spread,
-                                         pr.spread_basis, flagged))
+                                         pr.spread_basis, flagged, *unmeasured_gemm(work, pr)))
     glo, ghi = np.percentile(gaps, q)
     check, note = measured_check(sides, point, history)
     return SpeedPrediction(side_preds[0], side_preds[1], (point[0] / point[1] - 1) * 100, float(glo), float(ghi),

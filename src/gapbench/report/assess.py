@@ -213,6 +213,7 @@ def _speed_section(a: Assessment) -> Section:
                       f"against the source: {fmt_pct(s.gap_pct)} [{fmt_pct(s.lo)}, {fmt_pct(s.hi)}] "
                       f"({s.level:.0%} interval; > 0: the target is faster).")
     sec.blocks.append(_method_text(s))
+    sec.blocks += [line for p in (src, tgt) if (line := _shapes_line(p))]
     m = s.measured
     if m is not None:
         err = m.step_error_pct
@@ -225,6 +226,25 @@ def _speed_section(a: Assessment) -> Section:
     else:
         sec.blocks.append(f"No measured check: {s.measured_note}.")
     return sec
+
+
+SHOWN_SHAPES = 24  # the most a --gemm-shapes list in a hint names
+
+
+def _shapes_line(p) -> str:
+    """Which GEMM shapes of the step a side priced at a farther measured shape, and the command that measures
+    them there."""
+    if not p.unmeasured_gemm:
+        return ""
+    by_dtype: dict[str, list[str]] = {}
+    for dtype, shape in p.unmeasured_gemm[:SHOWN_SHAPES]:
+        by_dtype.setdefault(dtype, []).append(shape)
+    cmds = "; ".join(f"`gapbench run -w gemm:listed --dtype {d} --gemm-shapes {','.join(sh)}`"
+                     for d, sh in by_dtype.items())
+    more = len(p.unmeasured_gemm) - SHOWN_SHAPES
+    return (f"{p.platform}: {len(p.unmeasured_gemm)} GEMM shape(s) of this step, {p.unmeasured_share:.0%} of its "
+            f"GEMM FLOPs, have no measured row at their shape and were priced at the nearest one; measure them on "
+            f"that machine with {cmds}" + (f" (and {more} smaller ones)" if more > 0 else "") + ".")
 
 
 def _method_text(s) -> str:

@@ -29,10 +29,11 @@ import warnings
 import torch
 
 from gapbench.devices.dtypes import DTYPES as TABLE
+from gapbench.errors import GapbenchError
 from gapbench.results import Measurement
 from gapbench.timing import TooSlow, time_fn
 from gapbench.workloads.base import Context, Variant, Workload
-from gapbench.workloads.micro.options import GemmOptions
+from gapbench.workloads.micro.options import GemmShapeOptions
 
 DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 
@@ -102,6 +103,19 @@ def plan(preset: str, accel: bool, dtypes: list[str], accums: tuple[str, ...] = 
     return shapes, out
 
 
+LISTED_NEEDS = ("the listed preset measures the shapes of --gemm-shapes MxNxK[,MxNxK]; none were given (`gapbench "
+                "assess` names a traced step's own)")
+
+
+def listed(shapes, dtypes: list[str]) -> list[Variant]:
+    """The `listed` preset: each shape of --gemm-shapes once per dtype (fp8 with fp32 accumulation, the one every
+    stack measures), as fixed-shape rows: a results file's rows at a model step's own shapes."""
+    if not shapes:
+        raise GapbenchError(LISTED_NEEDS)
+    return [_variant(d, m, n, k, "fp32" if d == "fp8" else None) for d in dtypes
+            for m, n, k in dict.fromkeys(tuple(s) for s in shapes)]
+
+
 def _accums_of(dtype: str, accums: tuple[str, ...]) -> tuple[str | None, ...]:
     return tuple(accums) if dtype == "fp8" else (None,)
 
@@ -121,9 +135,10 @@ class Gemm(Workload):
         "fp8": "fp8 (e4m3) only: standard shapes and the sweep (the article's FP8 GEMM row)",
         "sweep": "only the max-achievable sweep, every dtype",
         "tiny": "one 256³ matmul per dtype (tests)",
+        "listed": "the shapes of --gemm-shapes per dtype (a model step's own: `gapbench assess` names them)",
     }
     default_preset = "quick"
-    options = GemmOptions
+    options = GemmShapeOptions
     dtypes = DTYPES
 
     def __init__(self):
@@ -132,10 +147,16 @@ class Gemm(Workload):
 
     def variants(self, preset: str, ctx: Context) -> list[Variant]:
         dtypes = ctx.dtypes(self.dtypes)
+        if preset == "listed":
+            return listed(self.opts(ctx).gemm_shapes, dtypes)
         accums = fp8_accumulations(ctx.device)[0] if "fp8" in dtypes or preset == "fp8" else ("fp32",)
         shapes, out = plan(preset, ctx.device.is_accelerator, dtypes, accums)
         self._shapes = list(shapes)
         return out
+
+    def check(self, options, preset: str) -> None:
+        if preset == "listed" and not options.gemm_shapes:
+            raise ValueError(LISTED_NEEDS)
 
     def device_unsupported(self, dtype: str, ctx: Context) -> str:
         return unsupported_reason(dtype, ctx)
