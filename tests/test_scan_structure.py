@@ -270,3 +270,16 @@ def test_a_dockerfile_read_with_its_arg_defaults(report):
     assert {1, 5, 7} <= lines                           # CUDA-named ARGs, the CUDA architectures passed to CMake
     assert 6 not in lines                               # a read of ${CUDA_ARCHS}: its ARG is the line to edit
     assert (9, "build-cuda-feature-switch") in got      # -DMYLIB_CUDA=ON turns the CUDA backend on
+
+
+def test_ci_values_naming_nvidia_and_inputs_passed_on(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "workflows/gpu_values.yml")}
+    lines = {line for line, _ in got}
+    # an input's CUDA wheel tag, an NVIDIA runner label, an image tagged for a CUDA release, a GPU type and a
+    # runner given to an action
+    assert {(8, "build-ci-nvidia-value"), (11, "build-ci-nvidia-value"), (13, "build-ci-nvidia-value"),
+            (18, "build-ci-nvidia-value"), (19, "build-ci-nvidia-value")} <= got
+    assert 5 in lines                                   # the input's declaration
+    assert 17 not in lines                              # the input passed on to a local action
+    assert (21, "build-shell-cuda-branch") in got       # a shell test choosing the NVIDIA branch
+    assert 22 in lines                                  # --cuda_ver=12

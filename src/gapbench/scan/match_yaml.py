@@ -46,6 +46,10 @@ _OR_AND = re.compile(r"\|\||&&")
 _CONTEXT_NAME = re.compile(r"!?\s*\b(?:matrix|inputs|env|vars|needs\.[\w-]+\.outputs|steps\.[\w-]+\.outputs)"
                            r"\.([\w-]+)")
 _EMPTY_OR_OFF = re.compile(r"""^\s*(?:''|""|'cpu'|"cpu"|false|'false'|'none'|null)\s*$""", re.IGNORECASE)
+# Keys whose value is a script body (shell lines, left to the line patterns).
+_BODY_KEYS = frozenset({"run", "script", "before_script", "after_script", "shell", "command", "commands", "args"})
+# A value that only passes the workflow's own input on.
+_INPUT_PASSED = re.compile(r"^\s*\$\{\{\s*inputs\.[\w-]+\s*\}\}\s*$")
 # Mappings whose keys are names (jobs, services, stages), not settings.
 _ID_PARENTS = frozenset({"jobs", "services", "workflows", "stages"})
 MAX_NODES = 200_000     # a document larger than this (in nodes) is left to the line patterns
@@ -61,6 +65,7 @@ class YamlFacts:
 class YamlRules:
     def __init__(self, ruleset: RuleSet):
         self.keys = ruleset.structural("yaml-key")
+        self.values = ruleset.structural("yaml-value")
         self.ifs = ruleset.structural("yaml-if")
 
     def facts(self, text: str) -> YamlFacts | None:
@@ -81,6 +86,7 @@ class YamlRules:
         except (RecursionError, _TooLarge):
             return None
         walk.facts.quiet -= walk.busy
+        walk.facts.quiet |= walk.passed
         return walk.facts
 
 
@@ -117,6 +123,8 @@ class _Walk:
         self.seen: set[int] = set()
         self.flagged: set[int] = set()
         self.busy: set[int] = set()     # lines where a key that is not a label starts
+        self.passed: set[int] = set()   # lines of a with: that passes the workflow's own input on to a local action
+        self.seen_passed: set[int] = set()     # their value nodes
 
     def node(self, root) -> None:
         stack = [(root, "")]
@@ -151,9 +159,34 @@ class _Walk:
             if key == "if" and isinstance(v, yaml.ScalarNode):
                 self._condition(n, k, v)
                 continue
+            if key == "with" and isinstance(v, yaml.MappingNode) and _uses_local(n):
+                self._passed_on(v)
+            if id(v) in self.seen_passed:
+                continue
             rule = None if ids else next((r for r in self.rules.keys if r.regex.search(key)), None)
             if rule is not None and not _off(v):
                 self._axis(rule, k, v)
+            elif not ids and self.rules.values and key not in _BODY_KEYS:
+                self._values(k, v)
+
+    def _passed_on(self, with_node) -> None:
+        """`with: {cuda-version: ${{ inputs.cuda-version }}}` given to a local action or reusable workflow (`uses:
+        ./...`): the value only passes this workflow's own input on; the input's declaration is the line to edit."""
+        for k2, v2 in with_node.value:
+            if isinstance(v2, yaml.ScalarNode) and _INPUT_PASSED.match(v2.value):
+                self.seen_passed.add(id(v2))
+                self.passed.update(range(_line(k2), _last_line(v2) + 1))
+
+    def _values(self, k, v) -> None:
+        """One-line values (or a list's items) that name NVIDIA's stack: `runner: nvidia-h100-1`, `gpu_type:
+        nvidia`, `runs-on: [self-hosted, nvidia, h100]`, an input's `default: cu128`."""
+        items = v.value if isinstance(v, yaml.SequenceNode) else [v]
+        for item in items:
+            if not isinstance(item, yaml.ScalarNode) or "\n" in item.value or len(item.value) > 200:
+                continue
+            rule = next((r for r in self.rules.values if r.regex.search(item.value)), None)
+            if rule is not None:
+                self._add(rule, _line(item), item.start_mark.column, f"{k.value}: {item.value}")
 
     def _axis(self, rule: Rule, k, v) -> None:
         """A CUDA key with a value: its line, or each line of a block list's items."""
@@ -175,6 +208,12 @@ class _Walk:
                 break
         if _requires(cond, is_port_name):
             self.facts.ported.append((_line(owner), _last_line(owner)))
+
+
+def _uses_local(step) -> bool:
+    """A step or job that uses an action or reusable workflow of this repository (`uses: ./.github/...`)."""
+    return any(isinstance(k, yaml.ScalarNode) and k.value == "uses" and isinstance(v, yaml.ScalarNode)
+               and v.value.startswith("./") for k, v in step.value)
 
 
 def _scalar(node) -> str:

@@ -31,6 +31,8 @@ KINDS = PYTHON_KINDS + TEXT_KINDS
 # Structural readers of build files and what a rule's pattern is tested on there (docs/scan.md).
 STRUCTURES = {
     "yaml-key": "a key of a CI workflow mapping whose value is set (matrix axes, inputs, with:, env:)",
+    "yaml-value": "a one-line value set in a CI workflow (a with:, a matrix value, an input's default, each item of "
+                  "a list such as runs-on); not a label's, an if:'s or a run: body",
     "yaml-if": "a name in a CI step's or job's `if:` condition that the condition requires",
     "cmake-command": "a CMake command's name and arguments, its continuation lines joined",
     "make-variable": "a Makefile variable's name, where it is assigned",
