@@ -283,3 +283,11 @@ def test_ci_values_naming_nvidia_and_inputs_passed_on(report):
     assert 17 not in lines                              # the input passed on to a local action
     assert (21, "build-shell-cuda-branch") in got       # a shell test choosing the NVIDIA branch
     assert 22 in lines                                  # --cuda_ver=12
+
+
+def test_device_intrinsics_and_ptx_spelt_any_way(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "intrinsics.cu")}
+    assert (3, "cpp-cuda-runtime-api-no-hip") in got        # __dp4a: AMD has its own dot-product builtins
+    assert (6, "cpp-half-types") in got                      # __double2half
+    assert (11, "cpp-inline-ptx") in got                     # an instruction with dotted modifiers and %N operands
+    assert (17, "cpp-inline-ptx") in got                     # movmatrix
