@@ -291,3 +291,14 @@ def test_device_intrinsics_and_ptx_spelt_any_way(report):
     assert (6, "cpp-half-types") in got                      # __double2half
     assert (11, "cpp-inline-ptx") in got                     # an instruction with dotted modifiers and %N operands
     assert (17, "cpp-inline-ptx") in got                     # movmatrix
+
+
+def test_python_uses_and_gates_read_closely(report):
+    got = hits(report, "pyrules/vendor_gates.py")
+    lines = {line for line, _, _ in got}
+    assert {4, 12} <= lines and not lines & {6, 13, 14}     # not: `X = None` fallbacks, `except X.Error:`
+    # `not is_rocm() and torch.cuda.is_available()`: the operand testing for the port's absence is CUDA's side
+    assert (18, "py-torch-cuda-is-available", False) in got
+    assert (24, "py-cuda-device-string", False) in got      # 'cuda:{}'.format(index)
+    pins = {line for line, _, _ in hits(report, "pyrules/requirements-kernels.txt")}
+    assert pins == {1}      # a CUDA-only kernel package pinned; unpinned, the name may be the project's own

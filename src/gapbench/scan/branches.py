@@ -549,9 +549,10 @@ def python_port_lines(nodes) -> list[tuple[int, int]]:
                 out.append(span)
             continue
         if isinstance(node, ast.BoolOp):
-            # `torch.version.hip or capability >= (7, 5)`: the lines of an operand that tests for the port
+            # `torch.version.hip or capability >= (7, 5)`: the lines of an operand that tests for the port (not
+            # for its absence: `not is_rocm() and torch.cuda.is_available()` is CUDA's side)
             # (not a per-vendor call beside a CUDA one: `has_cuda_capability(8, 9) or has_rocm_capability(9, 4)`)
-            out += [(v.lineno, v.end_lineno or v.lineno) for v in node.values if _expr_polarity(v) != NEUTRAL
+            out += [(v.lineno, v.end_lineno or v.lineno) for v in node.values if _expr_polarity(v) == POSITIVE
                     and not isinstance(v, ast.BoolOp) and not (isinstance(v, ast.Call) and v.args)]
             continue
         if not isinstance(node, ast.If):

@@ -595,9 +595,12 @@ class _FileMatch:
 
     def _is_use(self, node: ast.AST) -> bool:
         """A mention that runs the imported code (a call, a value passed on), not one that only asks about it:
-        `X is None`, `X is not None`, `X.__version__`, `hasattr(X, ...)`, `del X`, `isinstance(y, X)`."""
+        `X is None`, `X is not None`, `X.__version__`, `hasattr(X, ...)`, `del X`, `isinstance(y, X)`, `except
+        X.Error:`, nor one that binds the name anew (`X = None`)."""
         if isinstance(node, ast.Attribute) and node.attr in _NOT_USES:
             return False
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            return False    # `X = None` in the except clause of its import: the name bound anew, nothing run
         parent = self.parents.get(id(node))
         if isinstance(parent, ast.Assign) and parent.value is node and isinstance(node, ast.Name) \
                 and all(isinstance(t, ast.Name) for t in parent.targets):
@@ -608,6 +611,9 @@ class _FileMatch:
             return parent.func.id not in ("hasattr", "getattr", "isinstance", "issubclass", "id", "type", "bool")
         if isinstance(parent, ast.Attribute) and parent.attr in _NOT_USES:
             return False
+        if isinstance(parent, ast.ExceptHandler) or (isinstance(parent, ast.Tuple)
+                                                     and isinstance(self.parents.get(id(parent)), ast.ExceptHandler)):
+            return False    # `except X.Error:` catches what a call of it raised; the call is the use
         return not isinstance(parent, (ast.If, ast.IfExp, ast.BoolOp, ast.UnaryOp, ast.Assert))
 
     def _mark_inner(self, node: ast.AST) -> None:
