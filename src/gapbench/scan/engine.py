@@ -6,15 +6,17 @@ Workers (a fork pool for big trees) each build the compiled rules once; a file i
 from __future__ import annotations
 
 import ast
+import contextlib
 import dataclasses
 import fnmatch
+import gc
 import multiprocessing
 import os
 import re
 import warnings
 from collections.abc import Iterable
 
-from gapbench.scan import cuda_api
+from gapbench.scan import cuda_api, prefilter
 from gapbench.scan.branches import HeaderFacts, PortHeaders, header_facts, in_ranges, twins_pattern
 from gapbench.scan.findings import FileResult, Finding, Note
 from gapbench.scan.match_build import BuildRules, is_dockerfile
@@ -36,6 +38,9 @@ DEPS_NAMES = ("requirements*.txt", "*-requirements*.txt", "*_requirements*.txt",
 BUILD_NAMES = ("dockerfile*", "containerfile*", "*.dockerfile", "makefile", "gnumakefile", "*.mk", "*.make",
                "cmakelists.txt", "*.cmake", "jenkinsfile", "*.sh", "*.bash", "*.zsh", "*.ksh", "*.yml", "*.yaml",
                ".env", "*.env", ".envrc", "*.slurm", "*.sbatch", "*.pbs")
+# Each list of names as one expression (the same test as fnmatch.fnmatchcase with each, once per file of a walk)
+_DEPS_NAME = re.compile("|".join(fnmatch.translate(g) for g in DEPS_NAMES))
+_BUILD_NAME = re.compile("|".join(fnmatch.translate(g) for g in BUILD_NAMES))
 BINARY_SNIFF = 8192
 SUPPRESS = re.compile(r"gapbench:\s*ignore(?:\[([^\]]*)\])?")
 
@@ -52,10 +57,9 @@ def kinds_of(rel: str) -> tuple[str, ...]:
         kinds.append("cpp")
     elif name.endswith(CPP_EXT):
         kinds.append("cpp?")
-    if any(fnmatch.fnmatchcase(name, g) for g in DEPS_NAMES) or (
-            "/requirements/" in f"/{rel.lower()}" and name.endswith((".txt", ".in"))):
+    if _DEPS_NAME.match(name) or ("/requirements/" in f"/{rel.lower()}" and name.endswith((".txt", ".in"))):
         kinds.append("deps")
-    if any(fnmatch.fnmatchcase(name, g) for g in BUILD_NAMES):
+    if _BUILD_NAME.match(name):
         kinds.append("build")
     return tuple(kinds)
 
@@ -75,6 +79,9 @@ class Matcher:
         self.yaml = YamlRules(ruleset)
         self.build = BuildRules(ruleset)
         self.max_bytes = max_bytes
+        # which files can hold a finding, from their bytes (a second pass's extensions open every Python file)
+        gate = None if self.python.always or extensions else frozenset(self.python._quick)
+        self.prefilter = prefilter.Prefilter.for_rules(ruleset, gate, CPP_CUDA_HINT) if prefilter.enabled() else None
 
     def scan_file(self, entry: Entry, kinds: tuple[str, ...]) -> FileResult:
         try:
@@ -84,16 +91,21 @@ class Matcher:
 
     def _scan_file(self, entry: Entry, kinds: tuple[str, ...]) -> FileResult:
         res = FileResult([], [])
-        text = self._read(entry, res)
-        if text is None:
+        data = self._read(entry, res)
+        if data is None:
             return res
+        if self.prefilter is not None and not self.prefilter.may_match(data, kinds, entry.rel.rsplit("/", 1)[-1]):
+            if not data.isascii():
+                _decoded(entry.rel, data, res)     # only for the note a file that is not UTF-8 gets
+            return res
+        text = _decoded(entry.rel, data, res)
         raw = self._matches(entry.rel, kinds, text, res)
         if raw:
             res.findings, res.suppressed = _apply_suppressions(entry.rel, text, raw)
         return res
 
-    def _read(self, entry: Entry, res: FileResult) -> str | None:
-        """The file's text, or None with res.skipped saying why it is not scanned. Only a regular file is read
+    def _read(self, entry: Entry, res: FileResult) -> bytes | None:
+        """The file's bytes, or None with res.skipped saying why it is not scanned. Only a regular file is read
         (never through a symlink: the walk saw none there), its head first: a binary file is not read whole."""
         if entry.size > self.max_bytes:
             res.skipped = f"larger than the size limit ({entry.size:,} > {self.max_bytes:,} bytes)"
@@ -122,11 +134,7 @@ class Matcher:
             res.skipped = f"larger than the size limit (> {self.max_bytes:,} bytes)"
             return None
         res.scanned, res.bytes = True, len(data)
-        try:
-            return data.decode("utf-8")
-        except UnicodeDecodeError as e:
-            res.notes.append(Note(entry.rel, f"not UTF-8 (byte {e.start}): decoded with replacement characters"))
-            return data.decode("utf-8", errors="replace")
+        return data
 
     def _matches(self, rel: str, kinds: tuple[str, ...], text: str, res: FileResult) -> list[tuple[str, int, int, str, bool, int]]:
         """(rule id, line, 0-based column, text, ported, last line) from every matcher the file's kinds call for."""
@@ -260,18 +268,61 @@ def _apply_suppressions(rel: str, text: str, raw) -> tuple[list[Finding], int]:
     return out, suppressed
 
 
+def _decoded(rel: str, data: bytes, res: FileResult) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        res.notes.append(Note(rel, f"not UTF-8 (byte {e.start}): decoded with replacement characters"))
+        return data.decode("utf-8", errors="replace")
+
+
 # ---------------------------------------------------------------- running over many files
 
 _WORKER: Matcher | None = None
+_ITEMS: list[tuple[Entry, tuple[str, ...]]] = []
+# A parsed file is a million objects: the cyclic collector, run every 700 allocations, spent more time walking
+# them than ast.parse took to build them. Scans collect every 100,000 (what they free is mostly not cyclic).
+_GC_THRESHOLDS = (100_000, 50, 100)
+_SPANS_PER_JOB = 32
+_MOST_PER_SPAN = 256
 
 
-def _init_worker(rule_files: tuple[str, ...], max_bytes: int, packages: frozenset[str] = frozenset()):
-    global _WORKER
+def _init_worker(rule_files: tuple[str, ...], max_bytes: int, packages: frozenset[str] = frozenset(),
+                 items: list[tuple[Entry, tuple[str, ...]]] = ()):
+    global _WORKER, _ITEMS
     _WORKER = Matcher(load_rules(rule_files[1:]), max_bytes, packages=packages)
+    _ITEMS = items      # inherited through fork: a chunk is sent as its first and last index
+    gc.freeze()         # the rules and the dictionary: never walked by the collector again
+    gc.set_threshold(*_GC_THRESHOLDS)
 
 
-def _scan_chunk(chunk: list[tuple[Entry, tuple[str, ...]]]) -> list[tuple[Entry, FileResult]]:
-    return [(e, _WORKER.scan_file(e, k)) for e, k in chunk]
+def _scan_chunk(span: tuple[int, int]) -> tuple[int, list[FileResult]]:
+    return span[0], [_WORKER.scan_file(e, k) for e, k in _ITEMS[span[0]:span[1]]]
+
+
+@contextlib.contextmanager
+def _fewer_collections():
+    old = gc.get_threshold()
+    gc.set_threshold(*_GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*old)
+
+
+def _spans(items: list[tuple[Entry, tuple[str, ...]]], jobs: int) -> list[tuple[int, int]]:
+    """Runs of consecutive items of about equal expected work (parsed files by their size, the others at a small
+    fraction of it), the heaviest first: no worker is left with a long last chunk while the other waits."""
+    cost = [e.size + 2000 if {"python", "cpp", "notebook"} & set(k) else 200 + e.size // 20 for e, k in items]
+    target = sum(cost) / (jobs * _SPANS_PER_JOB)
+    spans: list[tuple[int, int, int]] = []
+    start = acc = 0
+    for i, c in enumerate(cost):
+        acc += c
+        if acc >= target or i + 1 - start >= _MOST_PER_SPAN or i + 1 == len(items):
+            spans.append((acc, start, i + 1))
+            start, acc = i + 1, 0
+    return [(a, b) for _, a, b in sorted(spans, reverse=True)]
 
 
 _SOURCE_ROOTS = frozenset({"src", "python", "lib"})
@@ -294,18 +345,19 @@ def scan_entries(items: list[tuple[Entry, tuple[str, ...]]], ruleset: RuleSet, m
                  jobs: int, packages: frozenset[str] = frozenset()) -> Iterable[tuple[Entry, FileResult]]:
     """(entry, result) for every item, in order; a pool of `jobs` forked workers when jobs > 1."""
     if jobs <= 1 or "fork" not in multiprocessing.get_all_start_methods() or multiprocessing.current_process().daemon:
-        m = Matcher(ruleset, max_bytes, packages=packages)
-        for e, k in items:
-            yield e, m.scan_file(e, k)
+        with _fewer_collections():
+            m = Matcher(ruleset, max_bytes, packages=packages)
+            for e, k in items:
+                yield e, m.scan_file(e, k)
         return
     if ruleset.api_rules() and any("cpp" in k or "cpp?" in k for _, k in items):
         cuda_api.dictionary()   # built once here, shared by the forked workers
-    size = max(16, min(256, len(items) // (jobs * 8) or 1))
-    chunks = [items[i:i + size] for i in range(0, len(items), size)]
+    results: list[FileResult | None] = [None] * len(items)
     ctx = multiprocessing.get_context("fork")
-    with ctx.Pool(jobs, initializer=_init_worker, initargs=(ruleset.files, max_bytes, packages)) as pool:
-        for part in pool.imap(_scan_chunk, chunks):
-            yield from part
+    with ctx.Pool(jobs, initializer=_init_worker, initargs=(ruleset.files, max_bytes, packages, items)) as pool:
+        for start, part in pool.imap_unordered(_scan_chunk, _spans(items, jobs)):
+            results[start:start + len(part)] = part
+    yield from ((e, r) for (e, _), r in zip(items, results, strict=True))
 
 
 
