@@ -302,3 +302,11 @@ def test_python_uses_and_gates_read_closely(report):
     assert (24, "py-cuda-device-string", False) in got      # 'cuda:{}'.format(index)
     pins = {line for line, _, _ in hits(report, "pyrules/requirements-kernels.txt")}
     assert pins == {1}      # a CUDA-only kernel package pinned; unpinned, the name may be the project's own
+
+
+def test_a_job_on_another_stacks_runners_is_ported(report):
+    assert hits(report, "workflows/amd_runner.yml") == {(8, "build-cuda-arch", True)}
+
+
+def test_a_cmake_cuda_toolkit_version_gate(report):
+    assert (12, "build-cmake-cuda", False) in hits(report, "cmake/device_flags.cmake")

@@ -159,6 +159,8 @@ class _Walk:
             if key == "if" and isinstance(v, yaml.ScalarNode):
                 self._condition(n, k, v)
                 continue
+            if key == "runs-on" and _runs_on_port(v):
+                self.facts.ported.append((_line(n), _last_line(n)))     # a job run on another stack's runners
             if key == "with" and isinstance(v, yaml.MappingNode) and _uses_local(n):
                 self._passed_on(v)
             if id(v) in self.seen_passed:
@@ -208,6 +210,12 @@ class _Walk:
                 break
         if _requires(cond, is_port_name):
             self.facts.ported.append((_line(owner), _last_line(owner)))
+
+
+def _runs_on_port(v) -> bool:
+    """`runs-on: [self-hosted, amd, mi200]`: runner labels naming another stack, none naming NVIDIA's."""
+    labels = [i.value for i in (v.value if isinstance(v, yaml.SequenceNode) else [v]) if isinstance(i, yaml.ScalarNode)]
+    return any(is_port_name(x) for x in labels) and not any(re.search(r"(?i)nvidia|cuda", x) for x in labels)
 
 
 def _uses_local(step) -> bool:
