@@ -145,13 +145,16 @@ def pairs() -> list[tuple[str, tuple[int, str], tuple[int, str]]]:
     return out
 
 
-def evaluate(out: Path, specs: list[str]) -> list[dict]:
+def evaluate(out: Path, specs: list[str], model_sigma: float | None = None) -> list[dict]:
+    """Predicted against measured for every pair; `model_sigma` as predict takes it (None: the calibrated model
+    error drawn into the interval; 0: the rates' noise alone)."""
     traces = {(s, d): trace_like(s, {"dtype": d})[1] for s in specs for d in DTYPES}
     rows = []
     for label, a, b in pairs():
         ra, rb = platform_rates(side(out, *a)), platform_rates(side(out, *b))
         for spec in specs:
-            pred, missing = predict([(traces[(spec, a[1])], ra), (traces[(spec, b[1])], rb)])
+            pred, missing = predict([(traces[(spec, a[1])], ra), (traces[(spec, b[1])], rb)],
+                                    model_sigma=model_sigma)
             row = {"pair": label, "workload": spec}
             if pred is None or pred.measured is None:
                 row["skipped"] = "; ".join(missing) if pred is None else pred.measured_note

@@ -180,7 +180,9 @@ def traced_all(names: list[str], bf16: bool) -> dict:
     return {(n, d): traced(n, d) for n in names for d in dtypes}
 
 
-def evaluate(out: Path, names: list[str], bf16: bool, works: dict) -> list[dict]:
+def evaluate(out: Path, names: list[str], bf16: bool, works: dict, model_sigma: float | None = None) -> list[dict]:
+    """Predicted against measured for every pair and model; `model_sigma` as predict takes it (None: the
+    calibrated model error drawn into the interval; 0: the rates' noise alone)."""
     from gapbench.assess.rates import platform_rates
     from gapbench.assess.speed import predict
 
@@ -188,7 +190,7 @@ def evaluate(out: Path, names: list[str], bf16: bool, works: dict) -> list[dict]
     for plabel, a, b in pairs(bf16):
         ra, rb = platform_rates(side(out, *a)), platform_rates(side(out, *b))
         for n in names:
-            pred, missing = predict([(works[(n, a[1])], ra), (works[(n, b[1])], rb)])
+            pred, missing = predict([(works[(n, a[1])], ra), (works[(n, b[1])], rb)], model_sigma=model_sigma)
             row = {"pair": plabel, "model": n, "split": assess_models.models()[n]["split"],
                    "calls": works[(n, a[1])].calls}
             if pred is None or pred.measured is None:
@@ -230,7 +232,8 @@ def summary(rows: list[dict]) -> dict:
     return {"pairs": len(errs), "mean_abs_error_pp": round(statistics.fmean(errs), 2),
             "median_abs_error_pp": round(statistics.median(errs), 2), "max_abs_error_pp": round(max(errs), 2),
             "within_10pp": sum(e <= 10 for e in errs),
-            "predicted_in_measured_interval": sum(r["predicted_in_measured_interval"] for r in scored)}
+            "predicted_in_measured_interval": sum(r["predicted_in_measured_interval"] for r in scored),
+            "measured_in_predicted_interval": sum(r["measured_in_predicted_interval"] for r in scored)}
 
 
 def _pct(x: float) -> str:
@@ -238,22 +241,24 @@ def _pct(x: float) -> str:
 
 
 def markdown(rows: list[dict], summ: dict, log: list[dict], command: str, loads: list[str]) -> str:
-    lines = ["| pair | model | predicted gap [95%] | measured gap [95%] | error | predicted in measured 95%? | "
-             "predicted / measured step (ms) |", "|---|---|---:|---:|---:|---|---|"]
+    lines = ["| pair | model | predicted gap [95%] | measured gap [95%] | error | measured in predicted 95%? | "
+             "predicted in measured 95%? | predicted / measured step (ms) |", "|---|---|---:|---:|---:|---|---|---|"]
     for r in rows:
         if "error_pp" not in r:
-            lines.append(f"| {r['pair']} | {r['model']} | — | — | — | — | skipped: {r['skipped']} |")
+            lines.append(f"| {r['pair']} | {r['model']} | — | — | — | — | — | skipped: {r['skipped']} |")
             continue
         pi, mi = r["predicted_interval_pct"], r["measured_interval_pct"]
         lines.append(
             f"| {r['pair']} | {r['model']} | {_pct(r['predicted_gap_pct'])} [{_pct(pi[0])}, {_pct(pi[1])}] | "
             f"{_pct(r['measured_gap_pct'])}" + (f" [{_pct(mi[0])}, {_pct(mi[1])}]" if mi else "") +
-            f" | {r['error_pp']:+.1f} pp | ".replace("-", "−") + ("in" if r["predicted_in_measured_interval"]
-                                                                    else "out") + " | " + " → ".join(
+            f" | {r['error_pp']:+.1f} pp | ".replace("-", "−") + ("in" if r["measured_in_predicted_interval"]
+                                                                    else "out") + " | " +
+            ("in" if r["predicted_in_measured_interval"] else "out") + " | " + " → ".join(
                 f"{p:g} / {m:g}" for p, m in zip(r["predicted_step_ms"], r["measured_step_ms"], strict=True)) + " |")
     lines += ["", f"Pairs: {summ.get('pairs', 0)}; mean |error| {summ.get('mean_abs_error_pp')} pp, median "
                   f"{summ.get('median_abs_error_pp')} pp, max {summ.get('max_abs_error_pp')} pp; within 10 pp: "
-                  f"{summ.get('within_10pp')}; predicted inside the measured 95% interval: "
+                  f"{summ.get('within_10pp')}; the measured gap inside the predicted 95% interval: "
+                  f"{summ.get('measured_in_predicted_interval')}; the predicted gap inside the measured 95% interval: "
                   f"{summ.get('predicted_in_measured_interval')}."]
     flags = [f"{r['pair']} {r['model']}: {r['flagged_rates'][0]} / {r['flagged_rates'][1]} rates, model rows "
              + " / ".join("flagged" if f else "not flagged" for f in r["measured_rows_flagged"])

@@ -58,7 +58,7 @@ TARGET_S = 35 * 5e-6 + 10 * 1e6 / 2e9 + 20 * 1e5 / 10e9      # 5.375 ms
 def test_gap_by_hand_and_its_interval(tmp_path):
     a = platform_rates(results.load(rates_file(tmp_path / "a.json", gemm_tflops=0.001, per_op_us=10)))
     b = platform_rates(results.load(rates_file(tmp_path / "b.json", gemm_tflops=0.002, per_op_us=5)))
-    p, missing = predict([(step_work(), a), (step_work(), b)])
+    p, missing = predict([(step_work(), a), (step_work(), b)], model_sigma=0.0)  # the rates' noise alone
     assert not missing
     assert p.source.step_s == pytest.approx(SOURCE_S) and p.target.step_s == pytest.approx(TARGET_S)
     assert p.gap_pct == pytest.approx((SOURCE_S / TARGET_S - 1) * 100)      # +96.3%
@@ -73,7 +73,7 @@ def test_gap_by_hand_and_its_interval(tmp_path):
     assert p.hi == pytest.approx((ratio * math.exp(half) - 1) * 100, abs=5)
     assert p.source.lo < SOURCE_S < p.source.hi
     # seeded: the same inputs give the same interval
-    again, _ = predict([(step_work(), a), (step_work(), b)])
+    again, _ = predict([(step_work(), a), (step_work(), b)], model_sigma=0.0)
     assert (again.lo, again.hi) == (p.lo, p.hi)
 
 
@@ -101,8 +101,8 @@ def test_rates_own_intervals_widen_the_gap_interval(tmp_path):
     rs = results.load(rates_file(b_file, gemm_tflops=0.002, per_op_us=5))
     rs.measurements[0] = wide
     results.save(rs, b_file)
-    p1, _ = predict([(step_work(), a), (step_work(), narrow)])
-    p2, _ = predict([(step_work(), a), (step_work(), platform_rates(results.load(b_file)))])
+    p1, _ = predict([(step_work(), a), (step_work(), narrow)], model_sigma=0.0)
+    p2, _ = predict([(step_work(), a), (step_work(), platform_rates(results.load(b_file)))], model_sigma=0.0)
     assert p2.gap_pct == pytest.approx(p1.gap_pct)
     assert p2.hi - p2.lo > 1.3 * (p1.hi - p1.lo)
 

@@ -21,9 +21,11 @@ so T = max(Σ per-operator, Σ work).
 
 The interval: a seeded Monte Carlo over the rates' uncertainty — each rate drawn log-normally with the standard
 deviation its own 95% interval implies, and each platform's whole level drawn with its run-to-run spread
-(rates of one results file share that draw; two sides from the same file share everything they share). The
-gap is T_source / T_target − 1 (> 0: the target is faster), its interval the 2.5th and 97.5th percentiles. It
-covers the noise of the measurements, not the model's own error (benchmarks/assess_accuracy.py measures that).
+(rates of one results file share that draw; two sides from the same file share everything they share) — and over
+the model's own error: each drawn gap's ratio multiplied by a log-normal factor of the calibrated σ
+(assess.calibration: measured on the development models' pairs, so that the stated level holds), unless both sides
+are one platform running one trace (then there is nothing to be wrong about). The gap is T_source / T_target − 1
+(> 0: the target is faster), its interval the 2.5th and 97.5th percentiles.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gapbench.assess import calibration
 from gapbench.assess.rates import PlatformRates, Rate
 from gapbench.assess.work import COMPUTE, Work
 from gapbench.compare.gaps import Gap, HistoryChoice, interval_gap, judge, pair_spread, row_spread
@@ -126,6 +129,8 @@ class SpeedPrediction:
     seed: int
     measured: MeasuredCheck | None = None
     measured_note: str = ""  # why there is no measured check
+    model_sigma: float = 0.0  # the model's own error drawn into the interval (log-gap standard deviation)
+    model_basis: str = ""  # what that σ was calibrated on ('' when none was drawn)
 
     @property
     def flagged(self) -> tuple[str, ...]:
@@ -268,10 +273,30 @@ def _classes(plan: _Plan, values: np.ndarray) -> tuple[ClassTime, ...]:
     return tuple(out)
 
 
+def model_error(sides: list[tuple[Work, PlatformRates]], sigma: float | None) -> tuple[float, str]:
+    """(σ, basis) of the model's own error for this pair: `sigma` as given, else the shipped calibration's; none
+    when both sides are one platform running one trace."""
+    (w0, p0), (w1, p1) = sides
+    if _platform_key(p0) == _platform_key(p1) and w0.items == w1.items:
+        return 0.0, ""
+    if sigma is not None:
+        return sigma, "as given" if sigma else ""
+    cal = calibration.default()
+    if cal is None:
+        return 0.0, ""
+    classes = {"cpu" if pr.synchronous else "accelerator" for _, pr in sides}
+    beyond = sorted(classes - set(cal.device_classes))
+    basis = cal.basis + (f"; not calibrated on {' or '.join(beyond)} pairs: applied as measured there" if beyond
+                         else "")
+    return cal.sigma, basis
+
+
 def predict(sides: list[tuple[Work, PlatformRates]], draws: int = DRAWS, seed: int = SEED,
-            level: float = LEVEL, history: HistoryChoice = True) -> tuple[SpeedPrediction | None, list[str]]:
+            level: float = LEVEL, history: HistoryChoice = True,
+            model_sigma: float | None = None) -> tuple[SpeedPrediction | None, list[str]]:
     """The step time on the source (sides[0]) and the target (sides[1]) and the expected gap with its interval;
-    (None, what is missing) when a results file lacks a rate the trace needs."""
+    (None, what is missing) when a results file lacks a rate the trace needs. `model_sigma`: the model's own
+    error to draw into the interval (default: the calibrated one; 0: the rates' noise alone)."""
     table = _Table()
     platform_keys = list(dict.fromkeys(_platform_key(pr) for _, pr in sides))
     plans, missing = [], []
@@ -289,7 +314,9 @@ def predict(sides: list[tuple[Work, PlatformRates]], draws: int = DRAWS, seed: i
     totals = [_step_times(plan, v, pr.synchronous) for plan, v, (_, pr) in zip(plans, drawn, sides, strict=True)]
     point = [float(_step_times(p, nominal[None, :], pr.synchronous)[0]) for p, (_, pr) in zip(plans, sides,
                                                                                                 strict=True)]
-    gaps = (totals[0] / totals[1] - 1) * 100
+    sigma, basis = model_error(sides, model_sigma)
+    own = np.exp(np.random.default_rng(seed + 1).standard_normal(draws) * sigma) if sigma > 0 else 1.0
+    gaps = (totals[0] / totals[1] * own - 1) * 100
     q = [(1 - level) / 2 * 100, (1 + level) / 2 * 100]
     side_preds = []
     for i, (plan, (work, pr)) in enumerate(zip(plans, sides, strict=True)):
@@ -301,7 +328,7 @@ def predict(sides: list[tuple[Work, PlatformRates]], draws: int = DRAWS, seed: i
     glo, ghi = np.percentile(gaps, q)
     check, note = measured_check(sides, point, history)
     return SpeedPrediction(side_preds[0], side_preds[1], (point[0] / point[1] - 1) * 100, float(glo), float(ghi),
-                           level, draws, seed, check, note), []
+                           level, draws, seed, check, note, sigma, basis), []
 
 
 def drawn_values(table: _Table, plans: list[_Plan], spreads: list[float], draws: int,

@@ -252,12 +252,16 @@ def _method_text(s) -> str:
            False: "the larger of per-operator cost and work (the host issues operators while the device runs)"}
     sides = "; ".join(f"{p.platform}: {how[p.synchronous]}, per-operator time of launch kind={p.per_op}, "
                       f"run-to-run spread {p.spread:.1%} ({p.spread_basis})" for p in (s.source, s.target))
-    return ("How: each operator call costs max(FLOPs / rate, bytes / bandwidth at the nearest measured size) — the "
-            "rate of a GEMM at the nearest measured shape of its dtype, of a convolution or attention at the nearest "
-            "measured shape of its dtype and pass — collectives their message over the measured algorithm "
-            f"bandwidth, summed over the step — {sides}. The interval is a seeded Monte Carlo ({s.draws} draws, "
-            f"seed {s.seed}) over each rate's own 95% interval and each platform's run-to-run spread; it covers the "
-            "measurements' noise, not the model's own error.")
+    how_text = ("How: each operator call costs max(FLOPs / rate, bytes / bandwidth at the nearest measured size) — "
+                "the rate of a GEMM at the nearest measured shape of its dtype, of a convolution or attention at the "
+                "nearest measured shape of its dtype and pass — collectives their message over the measured "
+                f"algorithm bandwidth, summed over the step — {sides}. The interval is a seeded Monte Carlo "
+                f"({s.draws} draws, seed {s.seed}) over each rate's own 95% interval and each platform's "
+                "run-to-run spread")
+    if s.model_sigma:
+        return how_text + f", and the model's own error (σ = {s.model_sigma:.3g} in log gap: {s.model_basis})."
+    return how_text + ("; it covers the measurements' noise, not the model's own error (no calibration applies "
+                       "here).")
 
 
 def _unknowns(a: Assessment) -> list[str]:

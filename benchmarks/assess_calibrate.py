@@ -1,0 +1,113 @@
+"""Calibrate the step-time model's own error (gapbench.assess.calibration) on the development models' runs.
+
+Predicts every measured pair again with the code as it is, from the run folders that the accuracy benchmarks left
+(nothing is measured here), with the rates' noise alone (model σ = 0), and finds the smallest model σ whose
+intervals hold the stated level of the measured gaps; writes the pairs and σ to
+src/gapbench/assess/calibration.toml with --write.
+
+    python benchmarks/assess_calibrate.py --shipped results/cpu-epyc-2core-assess-accuracy \\
+        --unseen results/cpu-xeon-2core-assess-unseen-development --write
+
+--shipped: folders of benchmarks/assess_accuracy.py (gapbench's own tiny models); --unseen: folders of
+benchmarks/assess_unseen.py on the development split. A folder of the held-aside split is refused: those models
+score the calibrated model once, they never tune it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT))
+
+from gapbench.assess.calibration import CALIBRATION_FILE, Pair, calibrate, covered, log_error, sigma_of_interval  # noqa: E402
+
+LEVEL = 0.95
+
+
+def _pairs(rows: list[dict], source: str, key: str) -> list[tuple[Pair, dict]]:
+    out = []
+    for r in rows:
+        if "error_pp" not in r:
+            continue
+        lo, hi = r["predicted_interval_pct"]
+        p = Pair(f"{source}: {r[key]}, {r['pair']}", log_error(r["predicted_gap_pct"], r["measured_gap_pct"]),
+                 sigma_of_interval(lo, hi, LEVEL))
+        out.append((p, r))
+    return out
+
+
+def shipped_pairs(folder: Path) -> list[tuple[Pair, dict]]:
+    from benchmarks import assess_accuracy
+
+    specs, _ = assess_accuracy.usable(list(assess_accuracy.WORKLOADS))
+    return _pairs(assess_accuracy.evaluate(folder, specs, model_sigma=0.0), folder.name, "workload")
+
+
+def unseen_pairs(folder: Path) -> list[tuple[Pair, dict]]:
+    from benchmarks import assess_models, assess_unseen
+
+    scores = Path(f"{folder}-accuracy.json")
+    if not scores.exists():
+        raise SystemExit(f"assess_calibrate: {scores} is missing (run benchmarks/assess_unseen.py --out {folder})")
+    data = json.loads(scores.read_text())
+    if data.get("split") != "development":
+        raise SystemExit(f"assess_calibrate: {folder} holds the {data.get('split')} split: only development "
+                         "models calibrate the model")
+    names = [n for n in data["models"] if assess_models.models()[n]["split"] == "development"]
+    bf16 = any("bf16" in r["pair"] for r in data["pairs"])
+    works = assess_unseen.traced_all(names, bf16)
+    return _pairs(assess_unseen.evaluate(folder, names, bf16, works, model_sigma=0.0), folder.name, "model")
+
+
+def _commit() -> str:
+    p = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True)
+    return p.stdout.strip() if p.returncode == 0 else "unknown"
+
+
+def toml_text(pairs: list[Pair], sigma: float, basis: str, command: str) -> str:
+    lines = ["# The step-time model's own error, calibrated on the development models' runs (never on the models",
+             "# held aside to score it): written by benchmarks/assess_calibrate.py; gapbench.assess.calibration reads",
+             "# it and tests/test_assess_calibration.py checks that sigma follows from the pairs below.",
+             f"# Command: {command}", f"# At commit {_commit()}.", "",
+             f"sigma = {sigma}", f"level = {LEVEL}", 'device_classes = ["cpu"]', f"basis = {json.dumps(basis)}", ""]
+    for p in pairs:
+        lines += ["[[pair]]", f"name = {json.dumps(p.name)}", f"error = {p.error:.5f}",
+                  f"sigma_rates = {p.sigma_rates:.5f}", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--shipped", nargs="*", default=[], type=Path, help="assess_accuracy.py run folders")
+    ap.add_argument("--unseen", nargs="*", default=[], type=Path, help="assess_unseen.py development run folders")
+    ap.add_argument("--write", action="store_true", help=f"write {CALIBRATION_FILE.relative_to(ROOT)}")
+    args = ap.parse_args(argv)
+    found = [x for f in args.shipped for x in shipped_pairs(f)] + [x for f in args.unseen for x in unseen_pairs(f)]
+    if not found:
+        raise SystemExit("assess_calibrate: no scored pairs in the folders given")
+    pairs = [p for p, _ in found]
+    sigma = calibrate(pairs, LEVEL)
+    for p, r in found:
+        print(f"{p.name:70s} predicted {r['predicted_gap_pct']:+7.1f}% measured {r['measured_gap_pct']:+7.1f}% "
+              f"log error {p.error:+.3f} rates σ {p.sigma_rates:.3f}")
+    before, after = covered(pairs, 0.0, LEVEL), covered(pairs, sigma, LEVEL)
+    print(f"{len(pairs)} pairs; the measured gap inside the {LEVEL:.0%} interval: {before} with the rates' noise "
+          f"alone, {after} with the model's own σ = {sigma}")
+    basis = (f"{len(pairs)} CPU platform pairs of the development models "
+             f"({', '.join(sorted({f.name for f in [*args.shipped, *args.unseen]}))}), {after} of them inside "
+             f"the {LEVEL:.0%} interval")
+    if args.write:
+        command = "python benchmarks/assess_calibrate.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        CALIBRATION_FILE.write_text(toml_text(pairs, sigma, basis, command), encoding="utf-8")
+        print(f"wrote {CALIBRATION_FILE.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
