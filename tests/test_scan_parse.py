@@ -78,7 +78,8 @@ def test_cmake_nvidia_libraries(report):
 
 def test_rule_firing_counts(report):
     fired = report.firings()
-    assert fired["py-triton-config"]["findings"] == 6      # triton_kernels.py's two, triton_tuned_numbers.py's four
+    # triton_kernels.py's two, triton_tuned_numbers.py's four, pyrules/vendor_tables.py's three (one ported)
+    assert fired["py-triton-config"]["findings"] == 9
     # port_branch.cu's two (one ported), cute_struct_fields.cu's six, macros/kernels.cu's six (two ported),
     # hipalias/'s six in three files (four ported through its port header)
     assert fired["cpp-cuda-runtime-api"] == {"findings": 20, "ported": 7, "files": 6}

@@ -310,3 +310,11 @@ def test_a_job_on_another_stacks_runners_is_ported(report):
 
 def test_a_cmake_cuda_toolkit_version_gate(report):
     assert (12, "build-cmake-cuda", False) in hits(report, "cmake/device_flags.cmake")
+
+
+def test_values_and_tables_chosen_per_stack_are_ported(report):
+    got = hits(report, "pyrules/vendor_tables.py")
+    # num_warps taken from a list chosen by `if IS_AMD else`: ported; fixed lists stay tuned for 32-wide warps
+    assert {(5, "py-triton-config", False), (6, "py-triton-config", True), (7, "py-triton-config", False)} <= got
+    assert (11, "py-cuda-device-string", True) in got      # a table keyed by stack ('cuda', 'hip', 'xpu')
+    assert (15, "py-cuda-device-string", False) in got

@@ -543,6 +543,10 @@ def python_port_lines(nodes) -> list[tuple[int, int]]:
             first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
             out.append((first, node.end_lineno or node.lineno))
             continue
+        if isinstance(node, ast.Dict) and any(k is not None and _port_string(k) for k in node.keys):
+            # a table keyed by stack (`{'cuda': 'cuda', 'hip': 'cuda', 'xpu': 'xpu'}`): it already holds the port
+            out.append((node.lineno, node.end_lineno or node.lineno))
+            continue
         if isinstance(node, ast.IfExp):
             span = _ifexp_port_span(node)
             if span:
@@ -562,6 +566,41 @@ def python_port_lines(nodes) -> list[tuple[int, int]]:
         span = _span(body) if body else None
         if span:
             out.append(span)
+    return _merged(out)
+
+
+def port_chosen_names(body: list[ast.stmt]) -> frozenset[str]:
+    """Names these statements bind to a value chosen by the port: `WARPS = [1, 2, 4, 8] if IS_AMD else [4, 8, 32]`."""
+    out: set[str] = set()
+    for st in body:
+        if isinstance(st, ast.Assign) and isinstance(st.value, ast.IfExp) and _expr_polarity(st.value.test) != NEUTRAL:
+            out.update(t.id for t in st.targets if isinstance(t, ast.Name))
+    return frozenset(out)
+
+
+def port_chosen_calls(nodes, names: frozenset[str], keywords: frozenset[str]) -> list[tuple[int, int]]:
+    """Line ranges of calls whose keyword (`num_warps`) takes a value chosen by the port: a name of `names`, or
+    the variable of a comprehension or loop over one (`[triton.Config({}, num_warps=w) for w in WARPS]`). The
+    value already holds each stack's numbers: the call is kept by a migration."""
+    if not names or not keywords:
+        return []
+    out = []
+    for node in nodes:
+        scopes: list[tuple[set[str], ast.AST]] = []
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)):
+            over = {g.target.id for g in node.generators if isinstance(g.target, ast.Name)
+                    and isinstance(g.iter, ast.Name) and g.iter.id in names}
+            if over:
+                scopes.append((over, node))
+        elif isinstance(node, ast.For) and isinstance(node.target, ast.Name) and isinstance(node.iter, ast.Name) \
+                and node.iter.id in names:
+            scopes.append(({node.target.id}, node))
+        elif isinstance(node, ast.Call):
+            scopes.append((set(names), node))
+        for chosen, where in scopes:
+            out += [(c.lineno, c.end_lineno or c.lineno) for c in ast.walk(where) if isinstance(c, ast.Call)
+                    and any(k.arg in keywords and isinstance(k.value, ast.Name) and k.value.id in chosen
+                            for k in c.keywords)]
     return _merged(out)
 
 

@@ -7,7 +7,7 @@ import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
-from gapbench.scan.branches import in_ranges, python_port_lines
+from gapbench.scan.branches import in_ranges, port_chosen_calls, port_chosen_names, python_port_lines
 from gapbench.scan.rules import Rule, RuleSet
 from gapbench.scan.statements import collapse, python_units, unit_of_lines
 
@@ -344,8 +344,12 @@ class _FileMatch:
         spans = unit_of_lines(python_units(nodes), lines)
         items = [(m.rule.id, m.line, m.col, m.text, m.rule) for m in self.found]
         merged = collapse(items, lambda it: spans.get(it[1]), self.rules.exempt, self.lines)
-        ported = python_port_lines(_pruned_walk(self.tree, lines))     # every node around a finding
-        return [PythonMatch(rule, line, col, shown, bool(ported) and in_ranges(ported, line), last)
+        around = _pruned_walk(self.tree, lines)     # every node around a finding
+        ported = python_port_lines(around)
+        keywords = frozenset(r.keyword for r in self.rules.attr.values() if r.keyword)
+        chosen = port_chosen_names(getattr(self.tree, "body", [])) if keywords else frozenset()
+        calls = port_chosen_calls(around, chosen, keywords) if chosen else []
+        return [PythonMatch(rule, line, col, shown, in_ranges(ported, line) or in_ranges(calls, line), last)
                 for _, line, col, shown, rule, last in merged]
 
     def _col(self, lineno: int, byte_col: int) -> int:
