@@ -291,6 +291,7 @@ def test_device_intrinsics_and_ptx_spelt_any_way(report):
     assert (6, "cpp-half-types") in got                      # __double2half
     assert (11, "cpp-inline-ptx") in got                     # an instruction with dotted modifiers and %N operands
     assert (17, "cpp-inline-ptx") in got                     # movmatrix
+    assert (25, "cpp-cub") in got                            # DeviceReduce:: after `using namespace cub;`
 
 
 def test_python_uses_and_gates_read_closely(report):
