@@ -103,3 +103,51 @@ def test_compare_verb_prints_the_attribution_of_every_model_row():
     assert got == {"llm-train:tiny", "bert-finetune:tiny", "diffusion-infer:tiny", "llm-infer:tiny"}
     diff = next(e for e in doc["attribution"] if e["workload"] == "diffusion-infer:tiny")
     assert any(part["class"] == "conv fp32" for part in diff["parts"])
+
+
+def test_csv_carries_each_part_the_residual_and_the_measured_gap(both):
+    import csv
+    import io
+
+    comp, (atts, _) = both
+    lines = list(csv.DictReader(io.StringIO(render(None, "csv", comparison=comp))))
+    mine = [r for r in lines if r["part"]]
+    assert [r["part"] for r in mine] == [p.name for p in atts[0].parts] + ["residual", "measured gap"]
+    assert all(r["workload"] == "llm-train:tiny" and r["unit"] == "pp" and r["platform"] == "2t" for r in mine)
+    parts = sum(float(r["contribution_pp"]) for r in mine[:-2])
+    residual, measured = float(mine[-2]["contribution_pp"]), float(mine[-1]["contribution_pp"])
+    assert parts + residual == pytest.approx(measured)
+    gemm = mine[0]
+    assert float(gemm["contribution_low"]) < float(gemm["contribution_pp"]) < float(gemm["contribution_high"])
+    assert "gemm fp32" in gemm["part_rates"] and float(gemm["part_s_baseline"]) > float(gemm["part_s_other"])
+    assert all(r["part"] == "" for r in lines if r["workload"] == "llm-train")  # the model rows stay as they were
+
+
+def _bf16_side(threads: int, drop_bf16_gemm: bool = False, label: str = ""):
+    rs = merge_result_sets([results.load(D / f"rates-{threads}t.json"), results.load(D / f"models-{threads}t-bf16.json")])
+    rs.measurements = [m for m in rs.measurements if m.workload == "llm-train" or m.workload not in (
+        "bert-finetune", "diffusion-infer") and not (drop_bf16_gemm and m.workload == "gemm"
+                                                     and m.variant.get("dtype") == "bf16")]
+    rs.label = label or f"{threads}t"
+    return rs
+
+
+def test_one_missing_dtype_leaves_only_its_part_unexplained():
+    comp = compare([_bf16_side(1), _bf16_side(2, drop_bf16_gemm=True, label="no bf16 gemm")])
+    (a,), _ = of(comp)
+    assert a.unexplained == ("gemm bf16",)
+    gemm = next(p for p in a.parts if p.name == "gemm bf16")
+    assert gemm.pp is None and gemm.missing == ("no bf16 gemm: no bf16 GEMM rows (gemm)",)
+    assert all(p.pp is not None for p in a.parts if p.name != "gemm bf16")
+    assert sum(p.pp for p in a.parts if p.pp is not None) + a.residual == pytest.approx(a.measured_pct)
+
+
+def test_on_an_accelerator_only_the_larger_of_host_overhead_and_device_work_counts():
+    accel = _side(2, label="accelerator")
+    accel.device = dict(accel.device, type="test")  # the same rates, read as a device the host feeds
+    (a,), _ = of(compare([_side(1), accel]))
+    assert a.synchronous == (True, False)
+    over = next(p for p in a.parts if p.name == "overhead")
+    work = sum(p.seconds[1] for p in a.parts if p.name != "overhead")
+    assert a.modelled_s[1] == pytest.approx(max(work, over.seconds[1]))
+    assert a.modelled_s[0] == pytest.approx(sum(p.seconds[0] for p in a.parts))

@@ -102,6 +102,29 @@ def json_document(comp: Comparison) -> list[dict] | None:
         {"note": n} for n in notes]
 
 
+CSV_FIELDS = ("part", "part_s_baseline", "part_s_other", "contribution_pp", "contribution_low", "contribution_high",
+              "part_rates")
+
+
+def csv_rows(comp: Comparison) -> list[tuple[dict, list]]:
+    """(the common fields, the attribution fields) of one line per traced model row and part, the residual and
+    the measured gap included: `platform` is the side set against the baseline, `reason` what a side lacks."""
+    atts, _ = of(comp)
+    out = []
+    for a in atts:
+        common = {"workload": a.workload, "variant": a.variant, "unit": "pp", "platform": a.names[1],
+                  "baseline": False, "status": "ok"}
+        for p in a.parts:
+            out.append((common | {"reason": "; ".join(p.missing)},
+                        [p.name, p.seconds[0], p.seconds[1], p.pp, p.lo, p.hi, "; ".join(p.rates)]))
+        held = f"holds the unexplained: {', '.join(a.unexplained)}" if a.unexplained else ""
+        out.append((common | {"reason": held}, ["residual", None, None, a.residual, a.residual_lo, a.residual_hi,
+                                                 ""]))
+        out.append((common, ["measured gap", a.measured_s[0], a.measured_s[1], a.measured_pct, a.gap.lo, a.gap.hi,
+                             ""]))
+    return out
+
+
 def html_parts(comp: Comparison) -> list[str]:
     atts, notes = of(comp)
     if not atts and not notes:

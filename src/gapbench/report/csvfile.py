@@ -8,7 +8,7 @@ import io
 import json
 
 from gapbench.compare import Comparison
-from gapbench.report import numerics
+from gapbench.report import attribution, numerics
 from gapbench.text import printable
 
 CSV_FIELDS = ("workload", "variant", "unit", "higher_is_better", "bound", "arithmetic_intensity", "platform",
@@ -22,9 +22,11 @@ FORMULA_START = ("=", "+", "-", "@")  # what makes a spreadsheet read a cell as 
 def render_csv(comp: Comparison) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    extra = numerics.csv_rows(comp)  # numerics lines add their columns; without them the file is as it was
-    w.writerow(CSV_FIELDS + (numerics.CSV_FIELDS if extra else ()))
-    pad = [""] * (len(numerics.CSV_FIELDS) if extra else 0)
+    # numerics and attribution lines add their own columns; without them the file is as it was
+    extras = [(fields, rows) for fields, rows in ((numerics.CSV_FIELDS, numerics.csv_rows(comp)),
+                                                  (attribution.CSV_FIELDS, attribution.csv_rows(comp))) if rows]
+    w.writerow(CSV_FIELDS + tuple(f for fields, _ in extras for f in fields))
+    pad = [""] * sum(len(fields) for fields, _ in extras)
     for r in comp.rows:
         for i, c in enumerate(r.cells):
             g = r.gaps.get(i)
@@ -38,11 +40,19 @@ def render_csv(comp: Comparison) -> str:
                 _num(c.pct_peak), _text(c.peak_kind), _num(c.power_w), _num(c.per_watt), _num(c.per_dollar),
                 _text(c.reason), *pad,
             ])
-    for common, layer in extra:
-        row = {**common, "variant": json.dumps(common["variant"], sort_keys=True)}
-        w.writerow([_text(row[f]) if f in row and f != "baseline" else (row[f] if f in row else "")
-                    for f in CSV_FIELDS] + [_text(layer[0]), _text(layer[1]), *(_num(x) for x in layer[2:])])
+    before = 0
+    for fields, rows in extras:
+        after = len(pad) - before - len(fields)
+        for common, values in rows:
+            row = {**common, "variant": json.dumps(common["variant"], sort_keys=True)}
+            w.writerow([_text(row[f]) if f in row and f != "baseline" else (row[f] if f in row else "")
+                        for f in CSV_FIELDS] + [""] * before + [_cell(v) for v in values] + [""] * after)
+        before += len(fields)
     return buf.getvalue()
+
+
+def _cell(v) -> str:
+    return _num(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else _text(v)
 
 
 def _gap_fields(g) -> list:
