@@ -319,3 +319,8 @@ def test_values_and_tables_chosen_per_stack_are_ported(report):
     assert {(5, "py-triton-config", False), (6, "py-triton-config", True), (7, "py-triton-config", False)} <= got
     assert (11, "py-cuda-device-string", True) in got      # a table keyed by stack ('cuda', 'hip', 'xpu')
     assert (15, "py-cuda-device-string", False) in got
+
+
+def test_inline_ptx_in_a_triton_kernel(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "pyrules/triton_asm.py")}
+    assert (8, "py-triton-inline-ptx") in got and 12 not in {line for line, _ in got}
