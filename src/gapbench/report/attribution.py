@@ -65,7 +65,7 @@ def table(a: Attribution) -> Table:
     rows.append(["measured gap", fmt_num(a.measured_s[0] * 1e3), fmt_num(a.measured_s[1] * 1e3),
                  pp_text(a.measured_pct), ""])
     t = Table(["class", f"{a.names[0]} ms", f"{a.names[1]} ms", "contribution", "rates used / missing"], rows,
-              text_columns=1)
+              numeric=(1, 2, 3))  # the rates column is text: left-aligned, wrapped
     t.title = title(a)
     return t
 
