@@ -249,6 +249,14 @@ def test_port_headers_are_learnt_from_the_sides_of_includes():
     graph = PortHeaders(also, set(also))
     graph.settle()
     assert not graph.port
+    # another stack's port header (MUSA's): a port file, but its shims are no HIP twins
+    other = {"v/mt.h": facts("#include <musa_runtime.h>\n#define cudaStream_t musaStream_t\n"
+                             "#define __shfl_sync(m, v, l, w) __shfl_sync_mt(v, l, w)\n"),
+             "v/common.cuh": facts('#if defined(MYLIB_USE_MUSA)\n#include "mt.h"\n#endif\n'),
+             "v/k.cu": facts('#include "common.cuh"\n')}
+    graph = PortHeaders(other, set(other))
+    graph.settle()
+    assert graph.port == {"v/mt.h"} and graph.imported("v/k.cu") is None
 
 
 def test_a_cmake_projects_own_cuda_named_variables(report):

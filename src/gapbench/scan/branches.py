@@ -228,6 +228,7 @@ _HIP_MENTION = re.compile(r"HIP|hip|ROCM|ROCm|rocm|AMD|amd|gfx")
 _TWIN = r"(?:__)?(?:hip|HIP|roc[a-z]|ROC[A-Z]|rccl|RCCL|miopen|MIOPEN)\w*"
 _HIP_TWIN = re.compile(_TWIN + r"\b")
 _INCLUDE_TARGET = re.compile(r'[ \t]*"([^"\n]+)"')
+_HIP_INCLUDE = re.compile(r'[<"/](?:hip|hipblas\w*|hipcub|hiprand|hipfft|hipsparse|rocblas|rocprim|rccl|miopen)\b')
 _FUNCTION_DEFINE = re.compile(r"[ \t]+([A-Za-z_]\w*)\([^)\n]*\)[ \t]*(\S[^\n]*)")
 # `typedef hip_bfloat16 nv_bfloat16;`, `using cudaStream_t = hipStream_t;`, `namespace cub = hipcub;` (a literal
 # first, no \b: the regex engine then skips to each occurrence; the word's start is checked after)
@@ -281,6 +282,7 @@ class HeaderFacts:
     includes: tuple[tuple[str, str], ...] = ()     # `#include "..."` targets, each with its side
     aliases: tuple[tuple[str, str], ...] = ()      # CUDA names it aliases to HIP twins, each with its side
     guards: tuple[tuple[int, int], ...] = ()       # the lines of its conditions that test the port
+    hip: bool = False       # it names HIP/ROCm (a HIP header, a name aliased to a HIP twin): a HIP port, not MUSA's
 
 
 def header_facts(masked: str, code: str, macros: PortMacros | None = None) -> HeaderFacts:
@@ -295,30 +297,37 @@ def header_facts(masked: str, code: str, macros: PortMacros | None = None) -> He
         return HeaderFacts()
     includes: list[tuple[str, str]] = []
     aliases: list[tuple[str, str]] = []
+    hip = False
     for kind, _line, side, m in _walk_directives(masked, macros) if "#" in masked else ():
         if kind == "include":
             t = _INCLUDE_TARGET.match(m.group(2))
             if t:
                 includes.append((t.group(1), side))
+            hip = hip or bool(_HIP_INCLUDE.search(m.group(2)))
         elif kind == "define" and side != "cuda":
-            name = _aliased_by_define(m.group(2))
+            name, twin = _aliased_by_define(m.group(2))
             if name:
                 aliases.append((name, side))
+                hip = hip or twin
     if words:
-        aliases += _type_aliases(masked, code, macros)
-    return HeaderFacts(tuple(includes), tuple(aliases), tuple(port_guard_lines(masked, macros)))
+        typed = _type_aliases(masked, code, macros)
+        aliases += typed
+        hip = hip or bool(typed)
+    return HeaderFacts(tuple(includes), tuple(aliases), tuple(port_guard_lines(masked, macros)), hip)
 
 
-def _aliased_by_define(rest: str) -> str | None:
+def _aliased_by_define(rest: str) -> tuple[str | None, bool]:
+    """The CUDA name a #define aliases (a shim macro, or a name defined to a HIP twin), and whether its value is
+    a HIP twin."""
     f = _FUNCTION_DEFINE.match(rest)
     if f:
-        name = f.group(1)
+        name, twin = f.group(1), bool(_HIP_TWIN.match(f.group(2)))
     else:
         d = _DEFINE_VALUE.match(rest)
         if d is None or not _HIP_TWIN.match(d.group(2).strip()):
-            return None
-        name = d.group(1)
-    return None if is_port_name(name) or _HIP_TWIN.match(name) else name
+            return None, False
+        name, twin = d.group(1), True
+    return (None, False) if is_port_name(name) or _HIP_TWIN.match(name) else (name, twin)
 
 
 def _type_aliases(masked: str, code: str, macros: PortMacros | None) -> list[tuple[str, str]]:
@@ -409,16 +418,17 @@ class PortHeaders:
                     changed = True
 
     def imported(self, rel: str) -> frozenset[str] | None:
-        """The names aliased to HIP twins by the port headers `rel` includes (directly or not); None when it
-        includes none."""
+        """The names aliased to HIP twins by the HIP port headers `rel` includes (directly or not; a header of
+        another stack's port, MUSA's, aliases to no HIP twin); None when it includes none."""
         if rel in self._reach:
             return self._reach[rel]
         self._reach[rel] = None        # a cycle of includes adds nothing
         out: set[str] | None = None
         for child in self._children.get(rel, ()):
-            if child in self.port:
+            facts = self.facts.get(child, HeaderFacts())
+            if child in self.port and facts.hip:
                 out = out or set()
-                out.update(n for n, side in self.facts.get(child, HeaderFacts()).aliases if side != "cuda")
+                out.update(n for n, side in facts.aliases if side != "cuda")
             got = self.imported(child)
             if got is not None:
                 out = (out or set()) | got
