@@ -545,38 +545,36 @@ def is_port_function(name: str) -> bool:
 def python_port_lines(nodes) -> list[tuple[int, int]]:
     """(first, last) line ranges of the bodies of `if` statements among `nodes` whose test asks for another
     stack (their `else` when the test asks for the opposite), of the port side of such a conditional expression
-    (`"rocm" if is_hip else "cuda"`: the lines it shares with its test), and of functions named for another
-    stack (with their decorators)."""
+    (`"rocm" if is_hip else "cuda"`: the lines it shares with its test), of tables keyed by stack, and of
+    functions named for another stack (with their decorators)."""
     out = []
     for node in nodes:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and is_port_function(node.name):
-            first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-            out.append((first, node.end_lineno or node.lineno))
-            continue
-        if isinstance(node, ast.Dict) and any(k is not None and _port_string(k) for k in node.keys):
-            # a table keyed by stack (`{'cuda': 'cuda', 'hip': 'cuda', 'xpu': 'xpu'}`): it already holds the port
-            out.append((node.lineno, node.end_lineno or node.lineno))
-            continue
-        if isinstance(node, ast.IfExp):
-            span = _ifexp_port_span(node)
-            if span:
-                out.append(span)
-            continue
-        if isinstance(node, ast.BoolOp):
-            # `torch.version.hip or capability >= (7, 5)`: the lines of an operand that tests for the port (not
-            # for its absence: `not is_rocm() and torch.cuda.is_available()` is CUDA's side)
-            # (not a per-vendor call beside a CUDA one: `has_cuda_capability(8, 9) or has_rocm_capability(9, 4)`)
-            out += [(v.lineno, v.end_lineno or v.lineno) for v in node.values if _expr_polarity(v) == POSITIVE
-                    and not isinstance(v, ast.BoolOp) and not (isinstance(v, ast.Call) and v.args)]
-            continue
-        if not isinstance(node, ast.If):
-            continue
-        pol = _expr_polarity(node.test)
-        body = node.body if pol == POSITIVE else node.orelse if pol == NEGATIVE else None
-        span = _span(body) if body else None
-        if span:
-            out.append(span)
+        out += _port_spans(node)
     return _merged(out)
+
+
+def _port_spans(node: ast.AST) -> list[tuple[int, int]]:
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and is_port_function(node.name):
+        first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+        return [(first, node.end_lineno or node.lineno)]
+    if isinstance(node, ast.Dict) and any(k is not None and _port_string(k) for k in node.keys):
+        # a table keyed by stack (`{'cuda': 'cuda', 'hip': 'cuda', 'xpu': 'xpu'}`): it already holds the port
+        return [(node.lineno, node.end_lineno or node.lineno)]
+    if isinstance(node, ast.IfExp):
+        span = _ifexp_port_span(node)
+        return [span] if span else []
+    if isinstance(node, ast.BoolOp):
+        # `torch.version.hip or capability >= (7, 5)`: the lines of an operand that tests for the port (not
+        # for its absence: `not is_rocm() and torch.cuda.is_available()` is CUDA's side), not a per-vendor call
+        # beside a CUDA one (`has_cuda_capability(8, 9) or has_rocm_capability(9, 4)`)
+        return [(v.lineno, v.end_lineno or v.lineno) for v in node.values if _expr_polarity(v) == POSITIVE
+                and not isinstance(v, ast.BoolOp) and not (isinstance(v, ast.Call) and v.args)]
+    if not isinstance(node, ast.If):
+        return []
+    pol = _expr_polarity(node.test)
+    body = node.body if pol == POSITIVE else node.orelse if pol == NEGATIVE else None
+    span = _span(body) if body else None
+    return [span] if span else []
 
 
 def port_chosen_names(body: list[ast.stmt]) -> frozenset[str]:
