@@ -320,7 +320,9 @@ def test_a_job_on_another_stacks_runners_is_ported(report):
 
 
 def test_a_cmake_cuda_toolkit_version_gate(report):
-    assert (12, "build-cmake-cuda", False) in hits(report, "cmake/device_flags.cmake")
+    got = hits(report, "cmake/device_flags.cmake")
+    assert (12, "build-cmake-cuda", False) in got
+    assert not {line for line, _, _ in got} & {15, 16}     # a #[[...]] comment block: outside every command
 
 
 def test_values_and_tables_chosen_per_stack_are_ported(report):

@@ -5,7 +5,8 @@ and `#` comments read as CMake reads them). What that gives the line patterns:
 
 - one finding per command: findings on later lines of a command spread over several move to its first flagged
   line (a `set_target_properties(... CUDA_SEPARABLE_COMPILATION ON)` is one edit);
-- no findings in what only talks: `message(...)`, the doc string of `option()` and of `set(... CACHE TYPE "doc")`;
+- no findings in what only talks: `message(...)`, the doc string of `option()` and of `set(... CACHE TYPE "doc")`,
+  anything outside every command (comments: after a command, `#[[...]]` blocks);
 - no finding for a switch that is only tested (`if(BUILD_CUDA)`) or turned off (`set(USE_CUDA OFF)`): the port
   edits where the switch is turned on, and the code it guards;
 - the `cmake-command` rules, tested on each command as `name arg arg ...` (quotes dropped, one space between):
@@ -218,9 +219,7 @@ class BuildRules:
             k = bisect_right(firsts, off) - 1
             cmd = cmds[k] if k >= 0 and off < cmds[k].end else None
             if cmd is None:
-                if "#" not in text[starts[m.line - 1]:off]:
-                    kept.append(m)      # else in a comment after a command (`cmake_minimum_required(...)  # ...`)
-                continue
+                continue    # outside every command: a comment (after a command, or a #[[...]] block), no code
             if any(a <= off < b for a, b in _quiet_spans(cmd)) or _switch_only(cmd):
                 continue
             if m.rule.fallback and _projects_own(m.text, cmd, assigned):
