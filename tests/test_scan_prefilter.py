@@ -140,3 +140,17 @@ def test_ascii_lookalikes_are_every_character_read_as_an_ascii_letter():
         if letter.fullmatch(c) or any(x.isascii() for x in c.lower()):
             found.add(c)
     assert found == set(pf.ASCII_LOOKALIKES)
+
+
+def test_the_gate_literals_found_in_the_bytes_are_those_the_python_reader_finds_in_the_text():
+    m = Matcher(load_rules(), 2**20)
+    quick = sorted(m.python._quick)
+    samples = [p.read_bytes() for p in FIXTURES.rglob("*.py")]
+    samples += [" ".join(quick).upper().encode(), "".join(quick).encode(), b"caf\xe9 " + quick[0].encode(), b"x = 1"]
+    for data in samples:
+        text = data.decode("utf-8", errors="replace")
+        want = frozenset(q for q in m.python._quick if q in text.lower())
+        got = m.prefilter.quick_present(data)
+        assert got is None or got == want
+        assert m.python.gate(text, got) == m.python.gate(text)
+    assert m.prefilter.quick_present("torch.\u212a".encode()) is None

@@ -99,7 +99,8 @@ class Matcher:
                 _decoded(entry.rel, data, res)     # only for the note a file that is not UTF-8 gets
             return res
         text = _decoded(entry.rel, data, res)
-        raw = self._matches(entry.rel, kinds, text, res)
+        quick = self.prefilter.quick_present(data) if self.prefilter is not None and "python" in kinds else None
+        raw = self._matches(entry.rel, kinds, text, res, quick)
         if raw:
             res.findings, res.suppressed = _apply_suppressions(entry.rel, text, raw)
         return res
@@ -136,12 +137,14 @@ class Matcher:
         res.scanned, res.bytes = True, len(data)
         return data
 
-    def _matches(self, rel: str, kinds: tuple[str, ...], text: str, res: FileResult) -> list[tuple[str, int, int, str, bool, int]]:
-        """(rule id, line, 0-based column, text, ported, last line) from every matcher the file's kinds call for."""
+    def _matches(self, rel: str, kinds: tuple[str, ...], text: str, res: FileResult,
+                 quick: frozenset[str] | None = None) -> list[tuple[str, int, int, str, bool, int]]:
+        """(rule id, line, 0-based column, text, ported, last line) from every matcher the file's kinds call for.
+        `quick`: the Python gate's literals the file holds, when the prefilter found them."""
         raw: list[tuple[str, int, int, str, bool, int]] = []
         name = rel.rsplit("/", 1)[-1]
         if "python" in kinds:
-            present = self.python.gate(text)
+            present = self.python.gate(text, quick)
             if present is None and self.extensions and _mentions(text, self.extensions):
                 present = frozenset(self.python._quick)     # it imports one of the tree's CUDA extensions
             if present is not None:

@@ -115,13 +115,14 @@ class PythonRules:
     def worth_parsing(self, text: str) -> bool:
         return self.gate(text) is not None
 
-    def gate(self, text: str) -> frozenset[str] | None:
+    def gate(self, text: str, present: frozenset[str] | None = None) -> frozenset[str] | None:
         """None when no rule can match in the text; else the quick literals it holds (they tell match() which
-        walk literals to look for)."""
+        walk literals to look for). `present`: those literals, when the caller has found them already."""
         if self.always:
             return frozenset(self._quick)
-        low = text.lower()
-        present = frozenset(q for q in self._quick if q in low)
+        if present is None:
+            low = text.lower()
+            present = frozenset(q for q in self._quick if q in low)
         tried: set[str] = set()
         for q in present:
             for lit, rx in self._gates_of[q]:

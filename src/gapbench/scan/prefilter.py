@@ -204,6 +204,19 @@ def _compile(literals: frozenset[str]):
     return re.compile(alt, re.IGNORECASE)
 
 
+def _compile_set(literals: frozenset[str]):
+    """An RE2 set of the literals: which of them occur, overlapping ones included, in one pass."""
+    opts = re2.Options()
+    opts.case_sensitive = False
+    opts.encoding = re2.Options.Encoding.LATIN1
+    found = re2.Set.SearchSet(opts)
+    for x in sorted(literals):
+        if found.Add(re.escape(x).encode("ascii")) < 0:
+            raise ValueError(f"literal {x!r} not compiled")
+    found.Compile()
+    return found
+
+
 class Prefilter:
     """Trigger words per kind of file (None: every such file is read), and the search for them."""
 
@@ -211,7 +224,7 @@ class Prefilter:
         self.kinds = kinds
         self._compiled: dict[frozenset[str], object] = {}
         self._by_kinds: dict[tuple[str, ...], list[tuple] | None] = {}
-        self.skipped = 0
+        self._quick: tuple | None = None
 
     @classmethod
     def for_rules(cls, ruleset, python_gate: frozenset[str] | None, cpp_hint: re.Pattern) -> Prefilter:
@@ -247,6 +260,17 @@ class Prefilter:
         if literals not in self._compiled:
             self._compiled[literals] = _compile(literals)
         return self._compiled[literals]
+
+    def quick_present(self, data: bytes) -> frozenset[str] | None:
+        """The Python reader's gate literals these bytes hold, as it finds them in the decoded text (lower-cased),
+        in one pass; None when that cannot be told from the bytes (a look-alike character, no RE2)."""
+        if self._quick is None:
+            quick = self.kinds.get("python")
+            self._quick = (sorted(quick[0][0]), _compile_set(quick[0][0])) if quick and re2 is not None else ()
+        if not self._quick or (not data.isascii() and any(b in data for b in _LOOKALIKE_BYTES)):
+            return None
+        names, found = self._quick
+        return frozenset(names[i] for i in found.Match(data) or ())
 
     def may_match(self, data: bytes, kinds: tuple[str, ...], name: str = "") -> bool:
         """False only when no matcher of these kinds can report anything in a file of these bytes."""
