@@ -301,6 +301,7 @@ def test_device_intrinsics_and_ptx_spelt_any_way(report):
     assert (17, "cpp-inline-ptx") in got                     # movmatrix
     assert (25, "cpp-cub") in got                            # DeviceReduce:: after `using namespace cub;`
     assert (28, "cpp-cuda-header") in got and (29, "cpp-cuda-arch-macro") in got     # math_constants.h, CCCL_VERSION
+    assert (33, "cpp-cuda-runtime-api-no-hip") in got       # __cvta_generic_to_shared
 
 
 def test_python_uses_and_gates_read_closely(report):
