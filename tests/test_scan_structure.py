@@ -313,6 +313,7 @@ def test_python_uses_and_gates_read_closely(report):
     assert (24, "py-cuda-device-string", False) in got      # 'cuda:{}'.format(index)
     assert (28, "py-cuda-link-flag", False) in got          # a CUDA library linked from a build script
     assert (31, "build-env-nccl", False) in got              # PyTorch's TORCH_NCCL_* settings
+    assert (35, "py-nccl-backend", False) in got             # torch.distributed.is_nccl_available()
     pins = {line for line, _, _ in hits(report, "pyrules/requirements-kernels.txt")}
     assert pins == {1}      # a CUDA-only kernel package pinned; unpinned, the name may be the project's own
 
