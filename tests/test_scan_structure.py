@@ -326,6 +326,8 @@ def test_a_cmake_cuda_toolkit_version_gate(report):
     got = hits(report, "cmake/device_flags.cmake")
     assert (12, "build-cmake-cuda", False) in got
     assert not {line for line, _, _ in got} & {15, 16}     # a #[[...]] comment block: outside every command
+    # a CUDA setting tested for being set is no edit; the line passing it on (-ccbin) is
+    assert 17 not in {line for line, _, _ in got} and 18 in {line for line, _, _ in got}
 
 
 def test_values_and_tables_chosen_per_stack_are_ported(report):

@@ -139,9 +139,12 @@ def _quiet_spans(cmd: Command) -> list[tuple[int, int]]:
 
 
 def _switch_only(cmd: Command) -> bool:
-    """A switch tested for its truth alone (`if(BUILD_CUDA)`, `elseif(NOT USE_CUDA)`) or turned off
-    (`set(BUILD_CUDA OFF)`, `option(USE_CUDA "..." OFF)`)."""
+    """A switch tested for its truth alone (`if(BUILD_CUDA)`, `elseif(NOT USE_CUDA)`) or a setting tested for
+    being set (`if(NOT X STREQUAL "")`), or turned off (`set(BUILD_CUDA OFF)`, `option(USE_CUDA "..." OFF)`)."""
     words = [a[0] for a in cmd.args]
+    if cmd.name in ("if", "elseif", "while") and len(cmd.args) >= 3 and words[-2] == "STREQUAL" \
+            and cmd.args[-1][3] and not words[-1] and words[:-3] in ([], ["NOT"]):
+        return True     # `if(NOT CMAKE_CUDA_HOST_COMPILER STREQUAL "")`: is it set; the line using it is the edit
     if cmd.name in ("if", "elseif", "while"):
         names = [w for w in words if w not in ("NOT", "AND", "OR")]
         return bool(names) and not any(w in _CMAKE_TESTS for w in words) and all(
