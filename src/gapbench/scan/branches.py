@@ -285,14 +285,16 @@ class HeaderFacts:
     hip: bool = False       # it names HIP/ROCm (a HIP header, a name aliased to a HIP twin): a HIP port, not MUSA's
 
 
-def header_facts(masked: str, code: str, macros: PortMacros | None = None) -> HeaderFacts:
+def header_facts(masked: str, code: str, macros: PortMacros | None = None, directives_only: bool = False
+                 ) -> HeaderFacts:
     """What other files learn from this one: its `#include "..."` targets, and the CUDA names it aliases to their
     HIP twins (`#define cudaStream_t hipStream_t`, a shim `#define __shfl_sync(m, v, l, w) __shfl(v, l, w)`,
     `typedef hip_bfloat16 nv_bfloat16;`, `using ... = hip...;`, `namespace cub = hipcub;`), each with the side of
     the port's conditionals it stands on: "port", "cuda" or "" (outside any); and its port guards
     (port_guard_lines). A define to a number (`#define __CUDA_ARCH__ 1300`) is a stand-in value, no twin: the
-    code it gates is still CUDA's. `masked`: comments blanked; `code`: strings blanked too."""
-    words = [w for w in ("typedef", "using", "namespace") if w in code]
+    code it gates is still CUDA's. `masked`: comments blanked; `code`: strings blanked too. `directives_only`:
+    the includes and #define aliases alone (a file read only to link others: no type aliases, no guards)."""
+    words = [] if directives_only else [w for w in ("typedef", "using", "namespace") if w in code]
     if "#" not in masked and not words:
         return HeaderFacts()
     includes: list[tuple[str, str]] = []
@@ -313,7 +315,8 @@ def header_facts(masked: str, code: str, macros: PortMacros | None = None) -> He
         typed = _type_aliases(masked, code, macros)
         aliases += typed
         hip = hip or bool(typed)
-    return HeaderFacts(tuple(includes), tuple(aliases), tuple(port_guard_lines(masked, macros)), hip)
+    guards = () if directives_only else tuple(port_guard_lines(masked, macros))
+    return HeaderFacts(tuple(includes), tuple(aliases), guards, hip)
 
 
 def _aliased_by_define(rest: str) -> tuple[str | None, bool]:
@@ -376,6 +379,7 @@ class PortHeaders:
         self._by_name: dict[str, list[str]] | None = None
         self.port: set[str] = set()
         self._reach: dict[str, frozenset[str] | None] = {}
+        self._targets: set[str] | None = None
 
     def resolve(self, includer: str, target: str) -> str | None:
         """The tree's file an `#include "target"` of `includer` names: beside the includer, else the one file of
@@ -397,6 +401,18 @@ class PortHeaders:
         """Whether some file includes a file of the tree from a port branch (else there is no port header)."""
         return any(side == "port" and self.resolve(rel, target)
                    for rel, f in self.facts.items() for target, side in f.includes)
+
+    def targets(self) -> set[str]:
+        """The tree's files that the files known so far include."""
+        if self._targets is None:
+            self._targets = {t for rel, f in self.facts.items() for x, _ in f.includes
+                             if (t := self.resolve(rel, x)) is not None}
+        return self._targets
+
+    def port_side_names(self) -> set[str]:
+        """The file names of the tree's files included from a port branch."""
+        return {t.rsplit("/", 1)[-1] for rel, f in self.facts.items() for x, side in f.includes
+                if side == "port" and (t := self.resolve(rel, x)) is not None}
 
     def settle(self, more: dict[str, HeaderFacts] | None = None) -> None:
         """The port headers, given every C/C++ file's facts (`more`: those of the files not scanned as CUDA)."""

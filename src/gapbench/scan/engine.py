@@ -419,8 +419,7 @@ def _through_port_headers(results: list[tuple[Entry, FileResult]], max_bytes: in
     graph = PortHeaders(facts, {e.rel for e, _ in results})
     if not graph.candidates():
         return results      # no file includes one of the tree's files from a port branch: the common case
-    graph.settle({e.rel: h for e, r in results if r.header is None and r.scanned and _is_c_source(e.rel)
-                  and (h := _header_of(e, max_bytes)) is not None})
+    graph.settle(_linking_headers(results, graph, max_bytes))
     out = []
     for entry, res in results:
         if res.findings and res.header is not None:
@@ -450,12 +449,27 @@ def _is_c_source(rel: str) -> bool:
     return rel.lower().endswith(CUDA_EXT + CPP_EXT)
 
 
-def _header_of(entry: Entry, max_bytes: int) -> HeaderFacts | None:
-    """The includes of a C/C++ file the first pass did not read as CUDA code (a header linking others)."""
-    text = _text_of(entry, max_bytes)
-    if not text or not _QUOTED_INCLUDE.search(text):
-        return None
-    return header_facts(text, text)     # directives only: its comments are left (a `// #include` is no directive)
+def _linking_headers(results: list[tuple[Entry, FileResult]], graph: PortHeaders,
+                     max_bytes: int) -> dict[str, HeaderFacts]:
+    """The includes of the C/C++ files the first pass did not read as CUDA code, where they can matter: a file
+    another file includes (a link of a chain, followed on), or one naming a header that is included from a port
+    branch somewhere (it may include it outside one). Read from their directive lines, comments left: a
+    `// #include` is no directive."""
+    texts = {}
+    for e, r in results:
+        if r.header is None and r.scanned and _is_c_source(e.rel):
+            text = _text_of(e, max_bytes)
+            if text and _QUOTED_INCLUDE.search(text):
+                texts[e.rel] = text
+    names = graph.port_side_names()
+    todo = [rel for rel, text in texts.items() if rel in graph.targets() or any(n in text for n in names)]
+    out: dict[str, HeaderFacts] = {}
+    while todo:
+        rel = todo.pop()
+        if rel not in out:
+            out[rel] = header_facts(texts[rel], texts[rel], directives_only=True)
+            todo += [t for t in (graph.resolve(rel, x) for x, _ in out[rel].includes) if t in texts and t not in out]
+    return out
 
 
 def _text_of(entry: Entry, max_bytes: int) -> str | None:
