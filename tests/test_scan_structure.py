@@ -216,6 +216,8 @@ def test_a_port_header_ports_what_it_aliases_where_it_is_included(report):
     assert (4, "cpp-warp-size-32", False) in reduce                 # a literal width it passes on
     assert (7, "cpp-cuda-runtime-api", True) in reduce and (7, "cpp-half-types-no-hip", True) in reduce
     assert (8, "cpp-cuda-runtime-api", False) in reduce             # cudaDeviceSynchronize: not aliased
+    # an `#include <vendor/hip_shim.h>` is found through the include folders (the one tree file ending so)
+    assert hits(report, "hipalias/ops/stream.cu") == {(5, "cpp-cuda-runtime-api", True)}
 
 
 def test_a_port_branch_alias_stays_in_its_file(report):

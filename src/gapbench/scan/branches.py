@@ -227,7 +227,7 @@ _HIP_MENTION = re.compile(r"HIP|hip|ROCM|ROCm|rocm|AMD|amd|gfx")
 # The HIP/ROCm twin a CUDA name is aliased to: hipStream_t, HIPBLAS_OP_N, hipcub, rocblas_status, rccl names.
 _TWIN = r"(?:__)?(?:hip|HIP|roc[a-z]|ROC[A-Z]|rccl|RCCL|miopen|MIOPEN)\w*"
 _HIP_TWIN = re.compile(_TWIN + r"\b")
-_INCLUDE_TARGET = re.compile(r'[ \t]*"([^"\n]+)"')
+_INCLUDE_TARGET = re.compile(r'[ \t]*(?:"([^"\n]+)"|<([^>\n]+)>)')
 _HIP_INCLUDE = re.compile(r'[<"/](?:hip|hipblas\w*|hipcub|hiprand|hipfft|hipsparse|rocblas|rocprim|rccl|miopen)\b')
 _FUNCTION_DEFINE = re.compile(r"[ \t]+([A-Za-z_]\w*)\([^)\n]*\)[ \t]*(\S[^\n]*)")
 # `typedef hip_bfloat16 nv_bfloat16;`, `using cudaStream_t = hipStream_t;`, `namespace cub = hipcub;` (a literal
@@ -279,7 +279,7 @@ def _continued(masked: str, m: re.Match) -> int:
 @dataclass(frozen=True)
 class HeaderFacts:
     """What other files of the tree learn from a C/C++ file (header_facts), and what it learns from them."""
-    includes: tuple[tuple[str, str], ...] = ()     # `#include "..."` targets, each with its side
+    includes: tuple[tuple[str, str], ...] = ()     # `#include` targets ("<x" for <x>), each with its side
     aliases: tuple[tuple[str, str], ...] = ()      # CUDA names it aliases to HIP twins, each with its side
     guards: tuple[tuple[int, int], ...] = ()       # the lines of its conditions that test the port
     hip: bool = False       # it names HIP/ROCm (a HIP header, a name aliased to a HIP twin): a HIP port, not MUSA's
@@ -303,8 +303,8 @@ def header_facts(masked: str, code: str, macros: PortMacros | None = None, direc
     for kind, _line, side, m in _walk_directives(masked, macros) if "#" in masked else ():
         if kind == "include":
             t = _INCLUDE_TARGET.match(m.group(2))
-            if t:
-                includes.append((t.group(1), side))
+            if t:       # `<...>` kept with its bracket: found only through the include folders
+                includes.append((t.group(1) if t.group(1) is not None else "<" + t.group(2), side))
             hip = hip or bool(_HIP_INCLUDE.search(m.group(2)))
         elif kind == "define" and side != "cuda":
             name, twin = _aliased_by_define(m.group(2))
@@ -383,11 +383,14 @@ class PortHeaders:
 
     def resolve(self, includer: str, target: str) -> str | None:
         """The tree's file an `#include "target"` of `includer` names: beside the includer, else the one file of
-        the tree whose path ends with it (an include folder given to the compiler)."""
+        the tree whose path ends with it (an include folder given to the compiler); an `#include <target>`
+        (given here as "<target") only the latter."""
+        angle = target.startswith("<")
+        target = target[1:] if angle else target
         if target.startswith("/"):
             return None
         near = posixpath.normpath(posixpath.join(posixpath.dirname(includer), target))
-        if near in self.paths:
+        if not angle and near in self.paths:
             return near
         if self._by_name is None:
             self._by_name = {}
