@@ -287,7 +287,7 @@ _ITEMS: list[tuple[Entry, tuple[str, ...]]] = []
 # them than ast.parse took to build them. Scans collect every 100,000 (what they free is mostly not cyclic).
 _GC_THRESHOLDS = (100_000, 50, 100)
 _SPANS_PER_JOB = 32
-_MOST_PER_SPAN = 256
+_MOST_PER_SPAN = 64     # files: a run of cheap-looking files that turn out to be parsed stays short
 
 
 def _init_worker(rule_files: tuple[str, ...], max_bytes: int, packages: frozenset[str] = frozenset(),
