@@ -487,14 +487,5 @@ def _text_of(entry: Entry, max_bytes: int) -> str | None:
 
 
 def _imports_one(entry: Entry, extensions: frozenset[str], max_bytes: int) -> bool:
-    try:
-        fd, _ = open_regular(entry.path, follow=False)
-    except Unreadable:
-        return False
-    try:
-        data = read_fd(fd, max_bytes)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return _mentions(data.decode("utf-8", errors="replace"), extensions)
+    text = _text_of(entry, max_bytes)
+    return text is not None and _mentions(text, extensions)
