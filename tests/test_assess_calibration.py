@@ -7,14 +7,14 @@ from __future__ import annotations
 import math
 
 import pytest
-
 from benchmarks import assess_models
+from tests.test_assess_speed import rates_file, step_work
+
 from gapbench import results
 from gapbench.assess import calibration
 from gapbench.assess.calibration import Pair, calibrate, covered, log_error, sigma_of_interval
 from gapbench.assess.rates import platform_rates
 from gapbench.assess.speed import predict
-from tests.test_assess_speed import rates_file, step_work
 
 
 def test_the_smallest_sigma_that_holds_the_level():

@@ -9,12 +9,13 @@ import subprocess
 import sys
 import time
 
+from tests.test_assess_speed import _m, rates_file, step_work
+
 from gapbench import results
 from gapbench.assess.rates import platform_rates
 from gapbench.assess.speed import unmeasured_gemm
 from gapbench.devices import resolve
 from gapbench.timing import Budget, time_fn
-from tests.test_assess_speed import _m, rates_file, step_work
 
 
 def _gapbench(*args: str, cwd) -> subprocess.CompletedProcess:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tests.test_assess_speed import _m, rates_file
 
 from gapbench import results
 from gapbench.assess.rates import platform_rates
@@ -15,7 +16,6 @@ from gapbench.devices import resolve
 from gapbench.engine.variant import run_variant
 from gapbench.workloads import get
 from gapbench.workloads.base import Context
-from tests.test_assess_speed import _m, rates_file
 
 pytestmark = pytest.mark.skipif(not hasattr(torch, "_grouped_mm"), reason="this torch has no torch._grouped_mm")
 

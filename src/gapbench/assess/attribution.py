@@ -22,8 +22,18 @@ from dataclasses import dataclass
 import numpy as np
 
 from gapbench.assess.rates import PlatformRates, Rate, platform_rates
-from gapbench.assess.speed import (DRAWS, LEVEL, SEED, _item_times, _Plan, _platform_key, _Table, compute_rate,
-                                   drawn_values, plan_side)
+from gapbench.assess.speed import (
+    DRAWS,
+    LEVEL,
+    SEED,
+    _item_times,
+    _Plan,
+    _platform_key,
+    _Table,
+    compute_rate,
+    drawn_values,
+    plan_side,
+)
 from gapbench.assess.work import COMPUTE, Item, Work
 from gapbench.compare.gaps import Gap
 from gapbench.compare.model import Comparison, Row

@@ -6,8 +6,15 @@ from __future__ import annotations
 import re
 
 from gapbench.scan import cuda_api
-from gapbench.scan.branches import (PortMacros, cpp_port_lines, header_facts, in_ranges, port_macros, tested_names,
-                                    twins_pattern)
+from gapbench.scan.branches import (
+    PortMacros,
+    cpp_port_lines,
+    header_facts,
+    in_ranges,
+    port_macros,
+    tested_names,
+    twins_pattern,
+)
 from gapbench.scan.match_python import _line_starts, _position, _short
 from gapbench.scan.match_text import TextMatch, TextRules, mask_c_code
 from gapbench.scan.rules import NO_HIP_SUFFIX, Rule, RuleSet
