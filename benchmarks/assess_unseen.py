@@ -94,6 +94,24 @@ def shapes_file(threads: int) -> str:
     return f"shapes-{threads}t.json"
 
 
+UPDATE_OPS = ("lerp", "addcmul", "addcdiv")  # the optimizer's update operators, measured after the first runs
+
+
+def updates_file(threads: int) -> str:
+    return f"updates-{threads}t.json"
+
+
+def updates_rows(out: Path, threads: int) -> list:
+    """The optimizer-update rows of a later `elementwise:quick` run in the folder (only those: its other rows are
+    the rates file's already), or none."""
+    from gapbench import results
+
+    path = out / updates_file(threads)
+    if not path.exists():
+        return []
+    return [m for m in results.load(path).measurements if m.variant.get("op") in UPDATE_OPS]
+
+
 SHAPE_SHARE = 0.99  # of a step's dense GEMM FLOPs: the shapes that carry it are measured
 MAX_SHAPES = 60
 
@@ -146,8 +164,10 @@ def side(out: Path, threads: int, dtype: str):
     rates = results.load(out / rates_file(threads))
     models = results.load(out / models_file(threads))
     listed = results.load(out / shapes_file(threads)).measurements if (out / shapes_file(threads)).exists() else []
+    updates = updates_rows(out, threads)
     merged = results.ResultSet(host=rates.host, device=rates.device, label=label(threads, dtype),
-                               measurements=rates.measurements + listed + models.measurements, run_id=rates.run_id)
+                               measurements=rates.measurements + listed + updates + models.measurements,
+                               run_id=rates.run_id)
     merged.path = str(out / models_file(threads))
     return merged
 

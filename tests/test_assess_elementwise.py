@@ -145,3 +145,25 @@ def test_membw_measures_each_dtype_a_preset_or_the_user_asks_for():
     ctx = Context(device=cpu, preset="tiny-dtypes", budget_s=2, min_time_s=0.002, repeats=3, options={})
     res = [w.run(v, ctx) for v in w.variants("tiny-dtypes", ctx) if v.params["dtype"] == "fp16"]
     assert res and all(m.ok and m.value > 0 for m in res), [(m.status, m.reason) for m in res]
+
+
+def test_an_optimizer_steps_updates_are_priced_at_their_own_rows(tmp_path):
+    params = [torch.nn.Parameter(torch.randn(64, 64)) for _ in range(3)]
+    for p in params:
+        p.grad = torch.randn(64, 64)
+    opt = torch.optim.AdamW(params, lr=1e-3, foreach=False)
+    opt.step()  # the state exists: the traced step is a steady one
+    rec = WorkRecorder()
+    with rec:
+        opt.step()
+    work = rec.work("adamw")
+    packets = {i.packet for i in work.items}
+    assert {"lerp_", "addcmul_", "addcdiv_"} <= packets
+    rows = [_ew(op, 4096, 0.01) for op in ("lerp", "addcmul", "addcdiv")]
+    a = platform_rates(results.load(rates_file(tmp_path / "a.json", gemm_tflops=0.001, per_op_us=1, extra=rows)))
+    p, missing = predict([(work, a), (work, a)])
+    assert not missing
+    (ew_class,) = [c for c in p.source.classes if c.cls == "elementwise"]
+    assert set(ew_class.rates) >= {f"elementwise {op} fp32 4096 elements" for op in ("lerp", "addcmul", "addcdiv")}
+    # 4096 elements of each parameter at 0.01 Gelem/s: 409.6 µs a call, far above their bytes at the bandwidth
+    assert ew_class.seconds == pytest.approx(3 * 3 * 4096 / 1e7, rel=1e-6)

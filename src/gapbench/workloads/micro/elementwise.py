@@ -1,5 +1,7 @@
 """Element-wise and normalisation operators whose time is their arithmetic, not their bytes: GELU's erf and its
-backward, dropout's random numbers (`bernoulli_`), SiLU's exponential, square roots, softmax, layer and group norm.
+backward, dropout's random numbers (`bernoulli_`), SiLU's exponential, square roots, softmax, layer and group norm,
+and the three operators of an Adam-family optimizer's update (`lerp`, `addcmul`, `addcdiv`; a step runs them in place,
+`lerp_` …, which a trace prices at these rows).
 On a CPU these run far below the memory bandwidth a streaming copy reaches, so a model's step priced as their
 bytes alone comes out short. Each is measured as the ATen operator a model dispatches, per dtype and tensor size,
 in elements per second (the elements of its output), the rate gapbench assess prices that operator at:
@@ -23,7 +25,8 @@ from gapbench.workloads.micro.operator import Op, OperatorWorkload, relative_err
 
 TOLERANCE = {"fp32": 1e-5, "bf16": 2e-2, "fp16": 2e-3}  # of max |error| over max |reference|
 # the ATen operators measured (their overload packet names, as a trace records them)
-OPS = ("gelu", "gelu_backward", "bernoulli_", "silu", "sqrt", "_softmax", "native_layer_norm", "native_group_norm")
+OPS = ("gelu", "gelu_backward", "bernoulli_", "silu", "sqrt", "_softmax", "native_layer_norm", "native_group_norm",
+       "lerp", "addcmul", "addcdiv")  # the last three: an Adam-family optimizer's update, per parameter element
 SIZES = {"tiny": (1 << 12,), "quick": (1 << 15, 1 << 18)}
 ROW = 128  # the last dimension (softmax, layer norm); group norm: 32 channels in 32 groups × (elements / 64)
 KEEP = 0.9  # bernoulli_'s probability: dropout 0.1 keeps 90%
@@ -61,7 +64,7 @@ class Elementwise(OperatorWorkload):
 
 def _arrays(op: str) -> int:
     """Tensors of the operator's size it reads and writes (BabelStream's counting: no write-allocate)."""
-    return 3 if op == "gelu_backward" else 1 if op == "bernoulli_" else 2
+    return {"gelu_backward": 3, "bernoulli_": 1, "lerp": 3, "addcmul": 4, "addcdiv": 4}.get(op, 2)
 
 
 def make_op(op: str, n: int, dtype: torch.dtype, dev) -> tuple[Callable[[], torch.Tensor], Callable]:
@@ -93,6 +96,8 @@ def make_op(op: str, n: int, dtype: torch.dtype, dev) -> tuple[Callable[[], torc
         w, b = w64.to(dev, dtype), b64.to(dev, dtype)
         fn = lambda: aten.native_group_norm(x, w, b, 1, 32, x.shape[-1], 32, EPS)[0]  # noqa: E731
         ref = torch.nn.functional.group_norm(x64, 32, w64, b64, EPS)
+    elif op in ("lerp", "addcmul", "addcdiv"):
+        fn, ref = _update_op(op, x64, x, g, dev, dtype)
     else:
         f, r = {"gelu": (aten.gelu, torch.nn.functional.gelu), "silu": (aten.silu, torch.nn.functional.silu),
                 "sqrt": (aten.sqrt, torch.sqrt),
@@ -100,6 +105,23 @@ def make_op(op: str, n: int, dtype: torch.dtype, dev) -> tuple[Callable[[], torc
         fn = lambda: f(x)  # noqa: E731
         ref = r(x64)
     return fn, lambda got, tol: _compare(op, got, ref, tol)
+
+
+def _update_op(op: str, x64, x, g, dev, dtype):
+    """An optimizer update's operator, out of place (the same arithmetic per element as its in-place form), and
+    its float64 reference: lerp(x, y, 0.1) (Adam's first moment), addcmul(x, y, z, value=0.001) (the second),
+    addcdiv(x, y, |z| + 0.1, value=-0.001) (the parameter's step)."""
+    aten = torch.ops.aten
+    y64 = torch.randn(x64.shape, generator=g, dtype=torch.float64)
+    z64 = torch.randn(x64.shape, generator=g, dtype=torch.float64)
+    if op == "addcdiv":
+        z64 = z64.abs() + 0.1
+    y, z = y64.to(dev, dtype), z64.to(dev, dtype)
+    if op == "lerp":
+        return (lambda: aten.lerp(x, y, 0.1)), torch.lerp(x64, y64, 0.1)
+    if op == "addcmul":
+        return (lambda: aten.addcmul(x, y, z, value=0.001)), torch.addcmul(x64, y64, z64, value=0.001)
+    return (lambda: aten.addcdiv(x, y, z, value=-0.001)), torch.addcdiv(x64, y64, z64, value=-0.001)
 
 
 def _gelu_grad(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
