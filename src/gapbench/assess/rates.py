@@ -120,10 +120,9 @@ class PlatformRates:
         same = [p for p in points if p.layout == layout] or points
         if not same:
             return None
-        m, n, k = (max(1, x) for x in shape)
         g = max(1, groups)
-        return min(same, key=lambda p: (abs(math.log(p.m / m)) + abs(math.log(p.n / n)) + abs(math.log(p.k / k))
-                                        + 0.5 * abs(math.log(p.groups / g)), -p.rate.value))
+        return min(same, key=lambda p: (shape_distance((p.m, p.n, p.k), shape) + 0.5 * abs(math.log(p.groups / g)),
+                                        -p.rate.value))
 
     def conv_rate(self, dtype: str, backward: bool, shape: tuple[int, int, int], kernel: int = 0) -> GemmPoint | None:
         """The measured convolution of this dtype and pass nearest in im2col shape, among those of the same kernel
@@ -170,9 +169,12 @@ class PlatformRates:
 def _nearest(points: list[GemmPoint], shape: tuple[int, int, int]) -> GemmPoint | None:
     if not points:
         return None
-    m, n, k = (max(1, x) for x in shape)
-    return min(points, key=lambda p: (abs(math.log(p.m / m)) + abs(math.log(p.n / n)) + abs(math.log(p.k / k)),
-                                      -p.rate.value))
+    return min(points, key=lambda p: (shape_distance((p.m, p.n, p.k), shape), -p.rate.value))
+
+
+def shape_distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
+    """How far two GEMM shapes are apart: the sum of |log| ratios of m, n and k (each at least 1)."""
+    return sum(abs(math.log(max(1, x) / max(1, y))) for x, y in zip(a, b, strict=True))
 
 
 def collective_name(aten_op: str) -> str | None:

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gapbench.assess import calibration
-from gapbench.assess.rates import PlatformRates, Rate
+from gapbench.assess.rates import PlatformRates, Rate, shape_distance
 from gapbench.assess.work import COMPUTE, Work
 from gapbench.compare.gaps import Gap, HistoryChoice, interval_gap, judge, pair_spread, row_spread
 from gapbench.compare.rates import time_per_iter
@@ -95,10 +95,6 @@ def unmeasured_gemm(work: Work, pr: PlatformRates) -> tuple[tuple[tuple[str, str
     order = sorted(flops, key=lambda k: -flops[k])
     share = sum(flops.values()) / total if total > 0 else 0.0
     return tuple((d, "x".join(map(str, sh))) for d, sh in order), share
-
-
-def shape_distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
-    return sum(abs(np.log(max(1, x) / max(1, y))) for x, y in zip(a, b, strict=True))
 
 
 @dataclass(frozen=True)
