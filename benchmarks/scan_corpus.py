@@ -10,12 +10,12 @@ Each labelled file carries a split fixed before labelling (README.md in the corp
 - `development`: the files the rules were first written on;
 - `held-out`: scored once (results/scan-corpus-scores.md) and since tuned on, so it is reported as
   "held-out (scored once before, now tuned on)": a second development set, no longer a test;
-- `second-held-out`: the next set of files labelled blind to the scanner, scored once in the following round
-  and tuned on since, reported as such;
+- `second-held-out`, `third-held-out`: the next sets of files labelled blind to the scanner, each scored once
+  in the round after it was labelled and tuned on since, reported as such;
 - `fresh-held-out`: the files nobody tunes on, scored once, at the end.
 
-By default the three tuned splits are scored, each reported on its own (`--split` picks one); `--misses` lists their missed lines and false alarms, `--by-rule` their false alarms per rule. For each
-repository the files of those two splits are scanned together in one tree, as a scan of the whole repository
+By default the tuned splits are scored, each reported on its own (`--split` picks one); `--misses` lists their missed lines and false alarms, `--by-rule` their false alarms per rule. For each
+repository the files of the tuned splits are scanned together in one tree, as a scan of the whole repository
 would see them (a portability macro defined in one file and tested in another), and scored per split.
 
 --fresh-held-out-once scores the fresh held-out split instead: totals and counts per repository and per kind
@@ -48,10 +48,12 @@ except ModuleNotFoundError:  # Python 3.10
 from gapbench.scan import scan
 
 CORPUS = Path(__file__).resolve().parent / "data" / "scan_corpus"
-DEVELOPMENT, HELD_OUT, SECOND, FRESH = "development", "held-out", "second-held-out", "fresh-held-out"
-TUNED = (DEVELOPMENT, HELD_OUT, SECOND)     # the splits rules may be tuned on
+DEVELOPMENT, HELD_OUT, SECOND, THIRD, FRESH = ("development", "held-out", "second-held-out", "third-held-out",
+                                               "fresh-held-out")
+TUNED = (DEVELOPMENT, HELD_OUT, SECOND, THIRD)     # the splits rules may be tuned on
 TITLES = {DEVELOPMENT: "development split", HELD_OUT: "held-out split (scored once before, now tuned on)",
           SECOND: "second held-out set (scored once before, now tuned on)",
+          THIRD: "third held-out set (scored once before, now tuned on)",
           FRESH: "fresh held-out split (scored once)"}
 
 
