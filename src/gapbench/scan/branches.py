@@ -14,12 +14,16 @@ import re
 from dataclasses import dataclass
 
 # A macro or name that says "another stack than CUDA". HIP on NVIDIA (__HIP_PLATFORM_NVIDIA__/_NVCC__) is CUDA.
-_PORT_WORD = re.compile(r"(?i)(?:^|_)(?:hip|hipcc|rocm|amd|gfx\w*|xpu|sycl|npu|ascend|cann|musa)(?:$|_)")
+# Gaudi (hpu, habana), Cambricon (mlu), Apple (mps), AWS Neuron, Google TPU (xla), Moore Threads (musa), Enflame
+# (gcu), Graphcore (ipu), Hygon (dcu), Tecorigin (sdaa), MetaX (maca), Iluvatar (corex), Kunlunxin are stacks too.
+_PORT_WORD = re.compile(r"(?i)(?:^|_)(?:hip|hipcc|rocm|amd|gfx\w*|xpu|sycl|npu|ascend|cann|musa|hpu|habana|gaudi|mlu"
+                        r"|cambricon|mps|neuron|xla|tpu|gcu|ipu|dcu|sdaa|maca|metax|corex|iluvatar|kunlun\w*)(?:$|_)")
 _CUDA_SIDE = re.compile(r"(?i)nvidia|nvcc|cuda")
 _DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif|define|include)\b([^\n]*)", re.MULTILINE)
 _TERM_SPLIT = re.compile(r"&&|\|\|")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
-_PORT_STRINGS = frozenset({"xpu", "npu", "hip", "rocm", "musa"})
+_PORT_STRINGS = frozenset({"xpu", "npu", "hip", "rocm", "musa", "hpu", "mlu", "mps", "xla", "neuron", "gcu", "ipu",
+                           "sdaa"})
 
 POSITIVE, NEGATIVE, NEUTRAL = 1, -1, 0
 
@@ -586,7 +590,11 @@ def _port_spans(node: ast.AST) -> list[tuple[int, int]]:
         # `torch.version.hip or capability >= (7, 5)`: the lines of an operand that tests for the port (not
         # for its absence: `not is_rocm() and torch.cuda.is_available()` is CUDA's side), not a per-vendor call
         # beside a CUDA one (`has_cuda_capability(8, 9) or has_rocm_capability(9, 4)`)
-        return [(v.lineno, v.end_lineno or v.lineno) for v in node.values if _expr_polarity(v) == POSITIVE
+        pols = [_expr_polarity(v) for v in node.values]
+        if isinstance(node.op, ast.And) and POSITIVE in pols and NEGATIVE not in pols:
+            # `torch.version.hip and torch.cuda.is_available()`: every operand is evaluated on the port only
+            return [(v.lineno, v.end_lineno or v.lineno) for v in node.values]
+        return [(v.lineno, v.end_lineno or v.lineno) for v, p in zip(node.values, pols, strict=True) if p == POSITIVE
                 and not isinstance(v, ast.BoolOp) and not (isinstance(v, ast.Call) and v.args)]
     if not isinstance(node, ast.If):
         return []
@@ -594,6 +602,36 @@ def _port_spans(node: ast.AST) -> list[tuple[int, int]]:
     body = node.body if pol == POSITIVE else node.orelse if pol == NEGATIVE else None
     span = _span(body) if body else None
     return [span] if span else []
+
+
+def port_import_aliases(imports, parents: dict[int, ast.AST], lines: int) -> list[tuple[str, int, int]]:
+    """(name, first, last line) of each name that both sides of one port conditional import (`if
+    is_hpu_available(): import intel_transformer_engine as te / else: import transformer_engine.pytorch as te`):
+    after the conditional, to the end of its function, the name is whichever package the branch bound, so its
+    uses there are already ported."""
+    sides: dict[int, tuple[ast.If, set[str], set[str]]] = {}
+    for node in imports:
+        child, parent = node, parents.get(id(node))
+        while parent is not None and not isinstance(parent, (ast.If, ast.FunctionDef, ast.AsyncFunctionDef,
+                                                             ast.Module)):
+            child, parent = parent, parents.get(id(parent))
+        if not isinstance(parent, ast.If):
+            continue
+        pol = _expr_polarity(parent.test)
+        if pol == NEUTRAL:
+            continue
+        in_body = any(child is s for s in parent.body)
+        port = in_body if pol == POSITIVE else not in_body
+        entry = sides.setdefault(id(parent), (parent, set(), set()))
+        entry[1 if port else 2].update((a.asname or a.name).split(".")[0] for a in node.names)
+    out = []
+    for cond, port, other in sides.values():
+        scope = parents.get(id(cond))
+        while scope is not None and not isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Module)):
+            scope = parents.get(id(scope))
+        end = getattr(scope, "end_lineno", None) or lines
+        out += [(name, (cond.end_lineno or cond.lineno) + 1, end) for name in sorted(port & other)]
+    return out
 
 
 def port_chosen_names(body: list[ast.stmt]) -> frozenset[str]:

@@ -163,6 +163,8 @@ class Matcher:
                 if kind == "build" and is_makefile(name):
                     masked = mask_make_messages(masked)
                 found = self.text.match(kind, name, masked)
+                if kind == "deps" and found and name.lower() in ("pyproject.toml", "setup.cfg"):
+                    found = _without_own_name(masked, found)
                 if kind == "build":
                     found = self._structure(name, text, masked, found)
                     if found:
@@ -239,6 +241,15 @@ def _without_messages(masked: str, found: list) -> list:
             continue
         out.append(m)
     return out
+
+
+_OWN_NAME_LINE = re.compile(r"^[ \t]*name[ \t]*[=:]")
+
+
+def _without_own_name(masked: str, found: list) -> list:
+    """Dependency-file findings without those on the line giving the project's own name (`name = "xformers"`)."""
+    lines = masked.split("\n")
+    return [m for m in found if not (0 < m.line <= len(lines) and _OWN_NAME_LINE.match(lines[m.line - 1]))]
 
 
 def _strip_python_print(src: str) -> str:

@@ -50,6 +50,10 @@ _OPAQUE_TYPE = re.compile(r"(?i)(?:error|result|status|stream|event|graph|graphe
 _WHOLE = re.compile(r"\s*(?:asm|__asm__|__asm)\b|\s*template\s+(?!<)|\s*(?:[A-Za-z_][\w:]*\s*\(\s*)?[A-Za-z_][\w:]*\s*\((?![^;]*\)\s*[{;]?\s*$)")
 _KERNEL_INSTANTIATION = re.compile(r"\btemplate\s+__global__\b")
 _DEFINE_FUNCTION = re.compile(r"[ \t]*#[ \t]*define[ \t]+(\w+)\(")
+# A mask variable or parameter set to all 32 lanes (`unsigned int mask = 0xffffffff`): a warp intrinsic given it
+# assumes 32 lanes as much as one given the literal.
+_FULL_MASK_NAME = re.compile(r"\b(\w*(?:mask|Mask|MASK)\w*)\s*=\s*0x[fF]{8}[uU]?[lL]{0,2}\b")
+_MASK_RULE = "cpp-warp-full-mask"
 
 
 class CppRules:
@@ -62,6 +66,7 @@ class CppRules:
         self._namespaces: re.Pattern | None = None
         self._members: dict[str, re.Pattern] = {}
         self.exempt = frozenset(r.id for r in ruleset.rules.values() if r.each)
+        self.mask_rule = ruleset.rules.get(_MASK_RULE)
 
     def match(self, name: str, text: str, macros: PortMacros | None = None, facts: dict | None = None
               ) -> list[TextMatch]:
@@ -79,6 +84,8 @@ class CppRules:
             facts["header"] = header if header.includes or header.aliases else None
         starts = _line_starts(masked)
         found = self.text.match("cpp", name, masked, starts)
+        if self.mask_rule is not None and "_sync" in code:
+            found += _full_mask_uses(code, starts, self.mask_rule)
         if self.by_library:
             found += _ApiMatch(self, code, starts).run()
         if not found:
@@ -221,6 +228,20 @@ class _ApiMatch:
             rule = self.rules.rule_for(library, True)
             for m in self.api.bare[library].finditer(self.code):
                 self._add(rule, m.start(), m.group(0))
+
+
+def _full_mask_uses(code: str, starts: list[int], rule: Rule) -> list[TextMatch]:
+    """Warp intrinsics given a mask variable that the file sets to all 32 lanes."""
+    names = {m.group(1) for m in _FULL_MASK_NAME.finditer(code)}
+    if not names:
+        return []
+    rx = re.compile(r"\b__(?:shfl(?:_up|_down|_xor)?|ballot|any|all|match_any|match_all|reduce_\w+)_sync\s*\(\s*(?:"
+                    + "|".join(map(re.escape, sorted(names))) + r")\b")
+    out = []
+    for m in rx.finditer(code):
+        line, col = _position(starts, m.start())
+        out.append(TextMatch(rule, line, col, _short(m.group(0))))
+    return out
 
 
 def _instantiations(code: str, starts: list[int]) -> list[tuple[int, int]]:

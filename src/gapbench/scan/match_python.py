@@ -7,7 +7,13 @@ import re
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
-from gapbench.scan.branches import in_ranges, port_chosen_calls, port_chosen_names, python_port_lines
+from gapbench.scan.branches import (
+    in_ranges,
+    port_chosen_calls,
+    port_chosen_names,
+    port_import_aliases,
+    python_port_lines,
+)
 from gapbench.scan.rules import Rule, RuleSet
 from gapbench.scan.statements import collapse, python_units, unit_of_lines
 
@@ -229,7 +235,7 @@ class PythonRules:
         fm = _FileMatch(self, tree, text)
         fm.own = own    # the folders the file sits in: a package importing itself is not a dependency
         fm.folder = folder
-        fm.packages = packages | frozenset(folder[:1])    # the project's top-level packages: its own names
+        fm.packages = packages | frozenset(folder[:1]) | _setup_names(text)   # the project's own names
         fm.extensions = set(extensions)
         found = fm.run(self.walk_literals(present))
         if facts is not None:
@@ -280,6 +286,7 @@ class _FileMatch:
         self._tuned_numbers()
         if self.rules.structural:
             self._gates()
+            self._flag_variables()
         if any(m.rule.fallback for m in self.found):
             taken = {m.line for m in self.found if not m.rule.fallback}
             self.found = [m for m in self.found if not m.rule.fallback or m.line not in taken]
@@ -333,6 +340,35 @@ class _FileMatch:
                 reported.add((node.lineno, rule.id))
                 self._add(rule, node.lineno, node.col_offset, self._shown(node) or rule.id)
 
+    def _flag_variables(self) -> None:
+        """Variables a build script fills with a compiler's flags or runs as a command (the python-name rules):
+        `nvcc_flags = ["--use_fast_math", ...]`, `subprocess.check_output([nvcc_bin, "-V"])`."""
+        rules = self.rules.structural.get("python-name", ())
+        hinted = tuple({h for r in rules for h in r.hint})
+        lines = _lines_with(hinted, self.text, self.starts) if hinted else []
+        if not lines:
+            return
+        reported = {(m.line, m.rule.id) for m in self.found}
+        for node in _pruned_walk(self.tree, lines):
+            names: list[ast.Name] = []
+            if isinstance(node, ast.Assign) and _is_list_value(node.value) and self._holds_cuda_string(node.value):
+                names = [t for t in node.targets if isinstance(t, ast.Name)]
+            elif isinstance(node, ast.List) and node.elts and isinstance(node.elts[0], ast.Name) \
+                    and isinstance(node.elts[0].ctx, ast.Load):
+                names = [node.elts[0]]
+            for n in names:
+                rule = next((r for r in rules if r.regex.search(n.id)), None)
+                if rule is not None and (n.lineno, rule.id) not in reported:
+                    reported.add((n.lineno, rule.id))
+                    self._add(rule, n.lineno, n.col_offset, n.id)
+
+    def _holds_cuda_string(self, node: ast.AST) -> bool:
+        """A value holding a string some python-string rule reports (an nvcc-only flag in a flag list)."""
+        strings = self.rules.strings
+        return any(isinstance(n, ast.Constant) and isinstance(n.value, str) and any(r.regex.search(n.value)
+                                                                                    for r in strings)
+                   for n in ast.walk(node))
+
     def _shown(self, node: ast.AST) -> str:
         """The source of a node on its first line (to the line's end where it runs over lines)."""
         src = self.lines[node.lineno - 1] if 0 < node.lineno <= len(self.lines) else ""
@@ -350,7 +386,10 @@ class _FileMatch:
         keywords = frozenset(r.keyword for r in self.rules.attr.values() if r.keyword)
         chosen = port_chosen_names(getattr(self.tree, "body", [])) if keywords else frozenset()
         calls = port_chosen_calls(around, chosen, keywords) if chosen else []
-        return [PythonMatch(rule, line, col, shown, in_ranges(ported, line) or in_ranges(calls, line), last)
+        imports = [n for n in nodes if isinstance(n, (ast.Import, ast.ImportFrom))]
+        aliased = port_import_aliases(imports, self.parents, len(self.lines)) if len(imports) > 1 else []
+        return [PythonMatch(rule, line, col, shown, in_ranges(ported, line) or in_ranges(calls, line)
+                            or _port_aliased(aliased, shown, line), last)
                 for _, line, col, shown, rule, last in merged]
 
     def _col(self, lineno: int, byte_col: int) -> int:
@@ -430,7 +469,10 @@ class _FileMatch:
             if isinstance(name, ast.Constant) and isinstance(name.value, str):
                 self.declared.add(name.value)
             if isinstance(node, ast.Assign):
-                self.declared.update(t.id for t in node.targets if isinstance(t, ast.Name))
+                for t in node.targets:
+                    if isinstance(t, ast.Name):
+                        self.declared.add(t.id)
+                        self.ext_aliases[t.id] = t.id    # `ext = load(...)`: `ext.f()` calls the extension
         self.extensions |= self.declared
 
     def _extension_nodes(self, nodes: list[ast.AST], rule: Rule) -> list[ast.AST]:
@@ -549,7 +591,7 @@ class _FileMatch:
             hit = self.rules.attr_hit(q)
             if hit and hit[1].keyword:
                 self.handled.add(id(f))
-                if any(k.arg == hit[1].keyword for k in node.keywords):
+                if any(k.arg == hit[1].keyword for k in node.keywords) or _names_source(node, hit[1].sources):
                     self._add(hit[1], f.lineno, f.col_offset, dotted)
         if isinstance(f, ast.Attribute) and f.attr in self.rules.methods and id(f) not in self.handled:
             r = self.rules.methods[f.attr]
@@ -593,6 +635,8 @@ class _FileMatch:
         parent = self.parents.get(id(node))
         if isinstance(parent, ast.Call):
             return parent.func is node
+        if isinstance(parent, ast.Assign) and parent.value is node:
+            return True     # `extension = CUDAExtension`: the builder chosen, called under the new name
         if isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             return any(d is node for d in parent.decorator_list) or any(
                 b is node for b in getattr(parent, "bases", ()))     # decorators and bases, not annotations
@@ -650,6 +694,38 @@ def _builds_cuda(q: str, call: ast.Call) -> bool:
                for n in ast.walk(call))
 
 
+_SETUP_CALL = re.compile(r"\bsetup\s*\(")
+_NAME_KEYWORD = re.compile(r"""\bname\s*=\s*(["'])([A-Za-z0-9][\w.-]*)\1""")
+
+
+def _setup_names(text: str) -> frozenset[str]:
+    """The distribution name a setup script gives setup(name=...): the project's own name, no dependency."""
+    calls = list(_SETUP_CALL.finditer(text)) if "setup" in text else []
+    if not calls:
+        return frozenset()
+    m = _NAME_KEYWORD.search(text, calls[-1].end())
+    return frozenset({m.group(2).replace("-", "_")}) if m else frozenset()
+
+
+def _port_aliased(aliased: list[tuple[str, int, int]], shown: str, line: int) -> bool:
+    """A use, where it stands, of a name both sides of a port conditional import."""
+    head = re.match(r"[A-Za-z_]\w*", shown)
+    return head is not None and any(name == head.group(0) and a <= line <= b for name, a, b in aliased)
+
+
+def _is_list_value(node: ast.AST) -> bool:
+    """A list, or a list joined with more (`[...] + extra_flags(...)`)."""
+    while isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        node = node.left
+    return isinstance(node, (ast.List, ast.ListComp))
+
+
+def _names_source(call: ast.Call, endings: tuple[str, ...]) -> bool:
+    """A call given a file whose name has one of these endings (`load(..., sources=["k.cpp", "k.cu"])`)."""
+    return bool(endings) and any(isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.endswith(endings)
+                                 for n in ast.walk(call))
+
+
 def _hinted(rule: Rule, text: str) -> bool:
     return not rule.hint or any(h in text for h in rule.hint)
 
@@ -697,8 +773,8 @@ def _is_literal(node: ast.AST) -> bool:
 
 
 # A line that can hold a gate: a comparison, or a call given a number.
-_GATE_LINE = re.compile(r"[<>]|[=!]=|\(\s*\d")
-_GATE_OR_BIND = re.compile(r"[<>]|[=!]?=|\(\s*\d")    # a gate, or an assignment binding a name
+_GATE_LINE = re.compile(r"[<>]|[=!]=|[(,]\s*\d")
+_GATE_OR_BIND = re.compile(r"[<>]|[=!]?=|[(,]\s*\d")    # a gate, or an assignment binding a name
 _VERSION_CALLS = frozenset({"Version", "parse", "LooseVersion", "StrictVersion", "parse_version"})
 
 
@@ -802,10 +878,12 @@ def _bound_from(compare: tuple, nodes: list[ast.AST]) -> dict[str, Rule]:
 
 
 def _gate_rule(node: ast.AST, compare: tuple, call: tuple, bound: dict[str, Rule]) -> Rule | None:
-    """The rule a comparison or an all-numbers call gates by, if any."""
+    """The rule a comparison, or a call given literals only (a number among them), gates by, if any:
+    `has_cuda_capability(9, 0)`, `check_cudnn_version_and_warn("--cudnn_gbn", 8500)`."""
     if isinstance(node, ast.Compare) and compare:
         return _compare_gate(compare, bound, node)
-    if isinstance(node, ast.Call) and call and node.args and all(_is_number(a) for a in node.args) \
+    if isinstance(node, ast.Call) and call and node.args and any(_is_number(a) for a in node.args) \
+            and all(_is_number(a) or isinstance(a, ast.Constant) and isinstance(a.value, str) for a in node.args) \
             and not node.keywords:
         name = _dotted(node.func)
         return next((r for r in call if name and r.regex.search(name)), None)

@@ -13,7 +13,12 @@ from gapbench.scan.rules import Rule, RuleSet
 CPP_CUDA_HINT = re.compile(
     r'#\s*include\s*[<"][^>"\n#]*(?:cuda|cublas|cudnn|cufft|cusparse|curand|nccl|cutlass|cute/|cub/|thrust/|nvrtc'
     r'|nvml|nvtx|mma\.h|cooperative_groups|hip/|hipblas|hipfft|hipsparse|hiprand|hipcub|rccl|miopen)[^>"\n#]*[>"]'
-    r'|\b__global__\b|\b__device__\b|<<<')
+    r'|\b__global__\b|\b__device__\b|<<<'
+    # or uses the stack through a header of its own project: a vendor namespace or macro, ATen's CUDA API, the
+    # runtime's commonest names (a kernel header included by a .cu file, a host file calling cudaMalloc)
+    r'|\b(?:cutlass|cute|cub|thrust|nvcuda)\s*::|\bCUTLASS_[A-Z]\w*|\b(?:at|c10)::cuda::'
+    r'|\bcuda(?:Stream_t|Error_t|Event_t|Malloc\w*|Memcpy\w*|Memset\w*|Free\w*|GetLastError|DeviceSynchronize'
+    r'|StreamSynchronize|LaunchKernel\w*|SetDevice|GetDevice\w*)\b')
 # Comments in C/C++ (string literals are matched so that a "//" inside one is left alone; PTX lives there).
 # Linear on any input: an unclosed comment runs to the end of the file and an unclosed string to the end of its
 # line (as the compiler reads them), and a character literal is short, so no match is tried again and again.

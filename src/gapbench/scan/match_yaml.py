@@ -244,11 +244,17 @@ def _requires(cond: str, names) -> bool:
     return any(got)
 
 
+_QUOTED = re.compile(r"""'([^']*)'|"([^"]*)\"""")
+_SEARCH_CALL = re.compile(r"\b(?:startsWith|contains|endsWith)\s*\(\s*$")
+
+
 def _term_sets(term: str, names) -> bool:
     term = term.strip().strip("()").strip()
     m = _CONTEXT_NAME.search(term)
-    if m is None or not names(m.group(1)):
+    if m is None:
         return False
+    if not names(m.group(1)):
+        return _term_names_value(term, m, names)
     negated = m.group(0).lstrip().startswith("!")
     rest = term[m.end():].strip().rstrip(")").strip()
     if not rest:
@@ -258,4 +264,19 @@ def _term_sets(term: str, names) -> bool:
     if rest.startswith("=="):
         return not negated and not _EMPTY_OR_OFF.match(rest[2:])
     before = term[:m.start()]
-    return not negated and bool(re.search(r"\b(?:startsWith|contains|endsWith)\s*\(\s*$", before))
+    return not negated and bool(_SEARCH_CALL.search(before))
+
+
+def _term_names_value(term: str, m: re.Match, names) -> bool:
+    """A context value compared with, or searched for, a literal the `names` test picks: `matrix.toolkit ==
+    'cuda'`, `contains(inputs.toolkit_type, 'cuda')`, `startsWith(matrix.backend, 'rocm')`."""
+    if m.group(0).lstrip().startswith("!"):
+        return False
+    rest = term[m.end():].strip()
+    if rest.startswith("=="):
+        lit = _QUOTED.match(rest[2:].strip())
+    elif _SEARCH_CALL.search(term[:m.start()]) and rest.startswith(","):
+        lit = _QUOTED.match(rest[1:].strip())
+    else:
+        return False
+    return lit is not None and bool(names(lit.group(1) if lit.group(1) is not None else lit.group(2)))

@@ -38,12 +38,15 @@ STRUCTURES = {
     "make-variable": "a Makefile variable's name, where it is assigned",
     "python-compare": "a Python value compared with a literal (or a version): its dotted name, or a variable bound "
                       "from an expression the pattern names",
-    "python-call": "a Python call with literal arguments only: the called function's dotted name",
+    "python-call": "a Python call with literal arguments only, one of them a number: the called function's dotted "
+                   "name",
+    "python-name": "a Python variable (its name) assigned a list, as a build script holds compiler flags "
+                   "(`nvcc_flags = [...]`), or run as a command's first word (`[nvcc_bin, '-V']`)",
     "python-extension": "a Python call building a CUDA extension (its dotted name): the extension's imports and "
                         "uses anywhere in the tree are findings",
 }
 _STRUCTURE_KIND = {"python-compare": "python-string", "python-call": "python-string",
-                   "python-extension": "python-string"}
+                   "python-extension": "python-string", "python-name": "python-string"}
 DEFAULT_RULES = Path(__file__).with_name("rules.toml")
 NO_HIP_SUFFIX = "-no-hip"
 MAX_RULES_BYTES = 4 * 2**20    # the packaged rules are about 60 KiB
@@ -60,6 +63,7 @@ class Rule:
     match: tuple[str, ...] = ()          # dotted names (python-attr/-import) or attribute names (python-method)
     pattern: str = ""                    # regex (python-string and text kinds)
     keyword: str = ""                    # python-attr: only calls that pass this keyword
+    sources: tuple[str, ...] = ()        # python-attr with keyword: or calls naming a file with one of these endings
     call: bool = True                    # python-method: only when called
     files: tuple[str, ...] = ()          # text kinds: only files whose name matches one of these globs
     hint: tuple[str, ...] = ()           # the rule is tried only where one of these substrings occurs
@@ -146,7 +150,8 @@ def _rule_from_table(t: dict, where: str) -> Rule:
             raise GapbenchError(f"{where}: bad pattern: {e}") from None
     return Rule(id=rid, kinds=kinds, message=t["message"].strip(), fix=t["fix"].strip(),
                 reference=t["reference"].strip(), verdicts=dict(verdicts), match=match, pattern=pattern,
-                keyword=t.get("keyword", ""), call=bool(t.get("call", True)),
+                keyword=t.get("keyword", ""), sources=_as_tuple(t.get("sources"), f"{where}: sources"),
+                call=bool(t.get("call", True)),
                 files=_as_tuple(t.get("files"), f"{where}: files"), hint=_as_tuple(t.get("hint"), f"{where}: hint"),
                 group=str(t.get("group", "")), api=api, no_hip=t.get("no_hip", ""), uses=bool(t.get("uses", False)),
                 each=bool(t.get("each", False)), fallback=bool(t.get("fallback", False)),
