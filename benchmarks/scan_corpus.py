@@ -12,6 +12,8 @@ Each labelled file carries a split fixed before labelling (README.md in the corp
   "held-out (scored once before, now tuned on)": a second development set, no longer a test;
 - `second-held-out`, `third-held-out`: the next sets of files labelled blind to the scanner, each scored once
   in the round after it was labelled and tuned on since, reported as such;
+- `reviewed`: files a reviewer labelled by reading them in full, then compared with the scanner's findings: a
+  development set from the start;
 - `fresh-held-out`: the files nobody tunes on, scored once, at the end.
 
 By default the tuned splits are scored, each reported on its own (`--split` picks one); `--misses` lists their missed lines and false alarms, `--by-rule` their false alarms per rule. For each
@@ -48,12 +50,13 @@ except ModuleNotFoundError:  # Python 3.10
 from gapbench.scan import scan
 
 CORPUS = Path(__file__).resolve().parent / "data" / "scan_corpus"
-DEVELOPMENT, HELD_OUT, SECOND, THIRD, FRESH = ("development", "held-out", "second-held-out", "third-held-out",
-                                               "fresh-held-out")
-TUNED = (DEVELOPMENT, HELD_OUT, SECOND, THIRD)     # the splits rules may be tuned on
+DEVELOPMENT, HELD_OUT, SECOND, THIRD, REVIEWED, FRESH = ("development", "held-out", "second-held-out",
+                                                         "third-held-out", "reviewed", "fresh-held-out")
+TUNED = (DEVELOPMENT, HELD_OUT, SECOND, THIRD, REVIEWED)     # the splits rules may be tuned on
 TITLES = {DEVELOPMENT: "development split", HELD_OUT: "held-out split (scored once before, now tuned on)",
           SECOND: "second held-out set (scored once before, now tuned on)",
           THIRD: "third held-out set (scored once before, now tuned on)",
+          REVIEWED: "reviewed set (judged against the scanner's findings, tuned on)",
           FRESH: "fresh held-out split (scored once)"}
 
 
