@@ -22,7 +22,7 @@ from gapbench.scan.findings import FileResult, Finding, Note
 from gapbench.scan.match_build import BuildRules, is_dockerfile
 from gapbench.scan.match_cpp import CppRules
 from gapbench.scan.match_notebook import scan_notebook
-from gapbench.scan.match_python import PythonRules, _short
+from gapbench.scan.match_python import PythonRules, _short, setup_names
 from gapbench.scan.match_text import CPP_CUDA_HINT, TextRules, is_makefile, mask_hash_comments, mask_make_messages
 from gapbench.scan.match_yaml import YamlRules
 from gapbench.scan.reading import Unreadable, open_regular, read_fd
@@ -215,8 +215,9 @@ class Matcher:
             try:
                 folder = tuple(rel.split("/")[:-1])
                 facts: dict = {}
+                packages = self.packages | setup_names(text) if rel.endswith("setup.py") else self.packages
                 matches = self.python.match(tree, text, present, frozenset(folder) | self.packages, folder,
-                                            self.extensions, facts, self.packages)
+                                            self.extensions, facts, packages)
                 res.extensions = facts.get("extensions", frozenset())
             except RecursionError:
                 res.notes.append(Note(rel, "Python too deeply nested to walk: fell back to a text scan"))

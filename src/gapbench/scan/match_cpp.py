@@ -47,7 +47,7 @@ _OPAQUE_TYPE = re.compile(r"(?i)(?:error|result|status|stream|event|graph|graphe
 # A statement that is one edit however its lines run: inline assembly, an explicit template instantiation, a call
 # whose arguments run on (`cublasHgemm(handle,` / `CUBLAS_OP_N, ...`, also inside a check macro `CHECK(cudaX(`).
 # A declaration's parameters (a kernel's signature) stay each its own place to edit.
-_WHOLE = re.compile(r"\s*(?:asm|__asm__|__asm)\b|\s*template\s+(?!<)|\s*(?:[A-Za-z_][\w:]*\s*\(\s*)?[A-Za-z_][\w:]*\s*\((?![^;]*\)\s*[{;]?\s*$)")
+_WHOLE = re.compile(r"\s*(?:asm|__asm__|__asm)\b|\s*template\s+(?!<)|\s*using\s+\w+\s*=|\s*typedef\b|\s*(?:const\s+)?auto\s*[&*]?\s*\w+\s*=\s*[A-Za-z_][\w:]*\s*\((?![^;]*\)\s*;?\s*$)|\s*(?:[A-Za-z_][\w:]*\s*\(\s*)?[A-Za-z_][\w:]*\s*\((?![^;]*\)\s*[{;]?\s*$)")
 _KERNEL_INSTANTIATION = re.compile(r"\btemplate\s+__global__\b")
 _DEFINE_FUNCTION = re.compile(r"[ \t]*#[ \t]*define[ \t]+(\w+)\(")
 # A mask variable or parameter set to all 32 lanes (`unsigned int mask = 0xffffffff`): a warp intrinsic given it

@@ -235,7 +235,7 @@ class PythonRules:
         fm = _FileMatch(self, tree, text)
         fm.own = own    # the folders the file sits in: a package importing itself is not a dependency
         fm.folder = folder
-        fm.packages = packages | frozenset(folder[:1]) | _setup_names(text)   # the project's own names
+        fm.packages = packages | frozenset(folder[:1])    # the project's top-level packages: its own names
         fm.extensions = set(extensions)
         found = fm.run(self.walk_literals(present))
         if facts is not None:
@@ -698,7 +698,7 @@ _SETUP_CALL = re.compile(r"\bsetup\s*\(")
 _NAME_KEYWORD = re.compile(r"""\bname\s*=\s*(["'])([A-Za-z0-9][\w.-]*)\1""")
 
 
-def _setup_names(text: str) -> frozenset[str]:
+def setup_names(text: str) -> frozenset[str]:
     """The distribution name a setup script gives setup(name=...): the project's own name, no dependency."""
     calls = list(_SETUP_CALL.finditer(text)) if "setup" in text else []
     if not calls:
