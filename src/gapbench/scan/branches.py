@@ -500,6 +500,11 @@ def _expr_polarity(node: ast.AST) -> int:
     return POSITIVE if _names_port(node) else NEUTRAL
 
 
+def tests_port(node: ast.AST) -> bool:
+    """Whether a Python condition asks for another stack, or for its absence (`is_hip()`, `not IS_AMD`)."""
+    return _expr_polarity(node) != NEUTRAL
+
+
 def _compare_polarity(node: ast.Compare) -> int:
     op, left, right = node.ops[0], node.left, node.comparators[0]
     sides = (left, right)
@@ -562,6 +567,22 @@ def is_port_function(name: str) -> bool:
             return False
         if is_port_name(w):
             return True
+    return False
+
+
+def is_port_path(rel: str) -> bool:
+    """A file that is another stack's code by where it lives or what it is called: a folder or a file named for
+    that stack (`backends/rocm/`, `csrc/musa/`, `ops/npu_ops.py`, `flash_attn_triton_amd.py`). The stack named
+    nearest the file decides: `rocm/cuda_graphs.py` names CUDA last and is CUDA's."""
+    parts = rel.split("/")
+    parts[-1] = parts[-1].split(".", 1)[0]
+    for part in reversed(parts):
+        words = [w for w in re.split(r"[^A-Za-z0-9]+|(?<=[a-z0-9])(?=[A-Z])", part) if w]
+        for w in reversed(words):
+            if _CUDA_SIDE.fullmatch(w.lower()) or w.lower() in ("nv", "cu", "nvidia"):
+                return False
+            if is_port_name(w):
+                return True
     return False
 
 

@@ -17,7 +17,7 @@ import warnings
 from collections.abc import Iterable
 
 from gapbench.scan import cuda_api, prefilter
-from gapbench.scan.branches import HeaderFacts, PortHeaders, header_facts, in_ranges, twins_pattern
+from gapbench.scan.branches import HeaderFacts, PortHeaders, header_facts, in_ranges, is_port_path, twins_pattern
 from gapbench.scan.findings import FileResult, Finding, Note
 from gapbench.scan.match_build import BuildRules, is_dockerfile
 from gapbench.scan.match_cpp import CppRules
@@ -103,6 +103,8 @@ class Matcher:
         raw = self._matches(entry.rel, kinds, text, res, quick)
         if raw:
             res.findings, res.suppressed = _apply_suppressions(entry.rel, text, raw)
+            if is_port_path(entry.rel):     # another stack's own file: what it names is that stack's port
+                res.findings = [dataclasses.replace(f, ported=True) for f in res.findings]
         return res
 
     def _read(self, entry: Entry, res: FileResult) -> bytes | None:
@@ -165,10 +167,17 @@ class Matcher:
                 found = self.text.match(kind, name, masked)
                 if kind == "deps" and found and name.lower() in ("pyproject.toml", "setup.cfg"):
                     found = _without_own_name(masked, found)
+                if found and self.packages:
+                    found = [m for m in found if not (m.rule.package and _names_own(m.text, self.packages))]
                 if kind == "build":
                     found = self._structure(name, text, masked, found)
                     if found:
                         found = _without_messages(masked, found)
+                    if len(found) > 1 and not is_makefile(name) and not name.lower().endswith(_CMAKE_NAMES):
+                        found = _one_per_command(masked, found)
+                if kind == "build" and "deps" in kinds:     # environment.yml: a line its dependency rules report
+                    taken = {r[1] for r in raw}
+                    found = [m for m in found if m.line not in taken]
                 raw += [(m.rule.id, m.line, m.col, m.text, m.ported, m.last) for m in found]
         return raw
 
@@ -245,6 +254,41 @@ def _without_messages(masked: str, found: list) -> list:
 
 
 _OWN_NAME_LINE = re.compile(r"^[ \t]*name[ \t]*[=:]")
+_NAME_TOKEN = re.compile(r"[A-Za-z0-9][\w.-]*")
+
+
+def _names_own(text: str, packages: frozenset[str]) -> bool:
+    """A package or repository match naming the project itself (`pip install flash-attn` in flash-attention's own
+    Dockerfile, a clone of its own repository): the project building itself is no dependency."""
+    for token in _NAME_TOKEN.findall(text):
+        name = token.lower().removesuffix(".git").replace("-", "_")
+        if name in packages:
+            return True
+    return False
+
+
+_CMAKE_NAMES = ("cmakelists.txt", ".cmake")
+
+
+def _one_per_command(masked: str, found: list) -> list:
+    """Build-file findings with one per rule and shell command where a command repeats itself over the lines a
+    trailing backslash continues (`RUN NVSHMEM_A=0 \\` / `    NVSHMEM_B=1 \\`): one edit, at its first flagged line.
+    Another setting of the same rule on a continued line (`-DCMAKE_CUDA_ARCHITECTURES=90`) stays its own."""
+    lines = masked.split("\n")
+    head: dict[int, int] = {}       # line -> the first line of the command it continues
+    first = 1
+    for i, src in enumerate(lines, 1):
+        head[i] = first
+        if not src.rstrip().endswith("\\"):
+            first = i + 1
+    out, seen = [], set()
+    for m in sorted(found, key=lambda m: (m.line, m.col)):
+        key = (head.get(m.line, m.line), m.rule.id, m.text.split("_", 1)[0])
+        if key in seen and head.get(m.line, m.line) != m.line:
+            continue
+        seen.add(key)
+        out.append(m)
+    return out
 
 
 def _without_own_name(masked: str, found: list) -> list:

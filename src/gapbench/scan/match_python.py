@@ -13,6 +13,7 @@ from gapbench.scan.branches import (
     port_chosen_names,
     port_import_aliases,
     python_port_lines,
+    tests_port,
 )
 from gapbench.scan.rules import Rule, RuleSet
 from gapbench.scan.statements import collapse, python_units, unit_of_lines
@@ -311,9 +312,18 @@ class _FileMatch:
                 continue
             name, value = _bound_name(node)
             rule = watched.get(name) if name else None
-            if rule is not None and _is_number(value) and (node.lineno, rule.id) not in reported:
+            if rule is not None and isinstance(node, ast.keyword) and isinstance(call, ast.Call) \
+                    and self._calls_rule(call, rule):
+                continue    # `triton.Config(..., num_warps=8)` over lines: the Config call is the finding
+            if rule is not None and _is_tuned(value) and (node.lineno, rule.id) not in reported:
                 reported.add((node.lineno, rule.id))
-                self._add(rule, node.lineno, node.col_offset, f"{name} = {value.value}")
+                self._add(rule, node.lineno, node.col_offset, f"{name} = {ast.unparse(value)}")
+
+    def _calls_rule(self, call: ast.Call, rule: Rule) -> bool:
+        dotted = _dotted(call.func)
+        q = _qualify(dotted, self.aliases) if dotted else None
+        hit = self.rules.attr_hit(q) if q else None
+        return hit is not None and hit[1] is rule
 
     def _gates(self) -> None:
         """Comparisons and calls that gate on a CUDA fact (the python-compare and python-call rules): a CUDA version
@@ -344,20 +354,29 @@ class _FileMatch:
         """Variables a build script fills with a compiler's flags or runs as a command (the python-name rules):
         `nvcc_flags = ["--use_fast_math", ...]`, `subprocess.check_output([nvcc_bin, "-V"])`."""
         rules = self.rules.structural.get("python-name", ())
-        hinted = tuple({h for r in rules for h in r.hint})
+        arch = self.rules.structural.get("python-arch-list", ())
+        hinted = tuple({h for r in (*rules, *arch) for h in r.hint})
         lines = _lines_with(hinted, self.text, self.starts) if hinted else []
         if not lines:
             return
         reported = {(m.line, m.rule.id) for m in self.found}
         for node in _pruned_walk(self.tree, lines):
-            names: list[ast.Name] = []
-            if isinstance(node, ast.Assign) and _is_list_value(node.value) and self._holds_cuda_string(node.value):
-                names = [t for t in node.targets if isinstance(t, ast.Name)]
+            names: list[tuple[ast.Name, tuple]] = []
+            if isinstance(node, ast.Assign) and _is_list_value(node.value):
+                targets = [t for t in node.targets if isinstance(t, ast.Name)]
+                if self._holds_cuda_string(node.value):
+                    names += [(t, rules) for t in targets]
+                if _capability_list(node.value):
+                    names += [(t, arch) for t in targets]
             elif isinstance(node, ast.List) and node.elts and isinstance(node.elts[0], ast.Name) \
                     and isinstance(node.elts[0].ctx, ast.Load):
-                names = [node.elts[0]]
-            for n in names:
-                rule = next((r for r in rules if r.regex.search(n.id)), None)
+                names = [(node.elts[0], rules)]
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and node.func.attr in ("append", "extend", "insert") and isinstance(node.func.value, ast.Name) \
+                    and node.args and (_capability_list(node.args[-1]) or _is_capability(node.args[-1])):
+                names = [(node.func.value, arch)]
+            for n, candidates in names:
+                rule = next((r for r in candidates if r.regex.search(n.id)), None)
                 if rule is not None and (n.lineno, rule.id) not in reported:
                     reported.add((n.lineno, rule.id))
                     self._add(rule, n.lineno, n.col_offset, n.id)
@@ -713,6 +732,20 @@ def _port_aliased(aliased: list[tuple[str, int, int]], shown: str, line: int) ->
     return head is not None and any(name == head.group(0) and a <= line <= b for name, a, b in aliased)
 
 
+_CAPABILITY = re.compile(r"[1-9]\d?\.\d[af]?(?:\+PTX)?")
+
+
+def _is_capability(node: ast.AST) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, str) and bool(_CAPABILITY.fullmatch(node.value))
+
+
+def _capability_list(node: ast.AST) -> bool:
+    """A list of two or more compute capabilities (`["7.0", "7.5", "8.0"]`), possibly joined with more."""
+    while isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        node = node.left
+    return isinstance(node, (ast.List, ast.Tuple)) and len(node.elts) >= 2 and all(map(_is_capability, node.elts))
+
+
 def _is_list_value(node: ast.AST) -> bool:
     """A list, or a list joined with more (`[...] + extra_flags(...)`)."""
     while isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
@@ -759,10 +792,14 @@ def _names_rule(rules: list[Rule], node: ast.AST) -> Rule | None:
     return next((r for r in rules for d in names if d and r.regex.search(d)), None)
 
 
+_VERSION_STRING = re.compile(r"v?\d+(?:\.\d+)*[\w.+-]*")
+
+
 def _is_literal(node: ast.AST) -> bool:
     """A number, a version string, a tuple of numbers, or Version("12.1") / parse("12.1")."""
-    if isinstance(node, ast.Constant):
-        return isinstance(node.value, (int, float, str)) and not isinstance(node.value, bool)
+    if isinstance(node, ast.Constant):   # a string only when it reads as a version ("12.1", "v8.9.2")
+        return (isinstance(node.value, (int, float)) and not isinstance(node.value, bool)) or (
+            isinstance(node.value, str) and bool(_VERSION_STRING.fullmatch(node.value)))
     if isinstance(node, ast.Tuple):
         return bool(node.elts) and all(_is_number(e) for e in node.elts)
     if isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords:
@@ -818,6 +855,13 @@ def _bound_name(node: ast.AST) -> tuple[str | None, ast.AST | None]:
     if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
         return node.target.id, node.value
     return None, None
+
+
+def _is_tuned(node: ast.AST | None) -> bool:
+    """A literal number, or a choice between literal numbers (`2 if block_n <= 64 else 4`)."""
+    if isinstance(node, ast.IfExp):     # one chosen by a port test holds each stack's number: ported
+        return _is_number(node.body) and _is_number(node.orelse) and not tests_port(node.test)
+    return _is_number(node)
 
 
 def _is_number(node: ast.AST | None) -> bool:

@@ -17,6 +17,8 @@ CPP_CUDA_HINT = re.compile(
     # or uses the stack through a header of its own project: a vendor namespace or macro, ATen's CUDA API, the
     # runtime's commonest names (a kernel header included by a .cu file, a host file calling cudaMalloc)
     r'|\b(?:cutlass|cute|cub|thrust|nvcuda)\s*::|\bCUTLASS_[A-Z]\w*|\b(?:at|c10)::cuda::'
+    # a PyTorch extension's binding code that dispatches on CUDA (`x.is_cuda()`, kCUDA, the CUDA dispatch key)
+    r'|\.\s*is_cuda\s*\(\s*\)|\bkCUDA\b|TORCH_LIBRARY_IMPL\s*\(\s*\w+\s*,\s*CUDA\b'
     r'|\bcuda(?:Stream_t|Error_t|Event_t|Malloc\w*|Memcpy\w*|Memset\w*|Free\w*|GetLastError|DeviceSynchronize'
     r'|StreamSynchronize|LaunchKernel\w*|SetDevice|GetDevice\w*)\b')
 # Comments in C/C++ (string literals are matched so that a "//" inside one is left alone; PTX lives there).

@@ -46,8 +46,13 @@ _OR_AND = re.compile(r"\|\||&&")
 _CONTEXT_NAME = re.compile(r"!?\s*\b(?:matrix|inputs|env|vars|needs\.[\w-]+\.outputs|steps\.[\w-]+\.outputs)"
                            r"\.([\w-]+)")
 _EMPTY_OR_OFF = re.compile(r"""^\s*(?:''|""|'cpu'|"cpu"|false|'false'|'none'|null)\s*$""", re.IGNORECASE)
+# Keys whose value names another job, workflow or action of the pipeline: no setting.
+_REFERENCE_KEYS = frozenset({"needs", "uses", "extends", "depends_on", "dependencies", "workflow"})
 # Keys whose value is a script body (shell lines, left to the line patterns).
 _BODY_KEYS = frozenset({"run", "script", "before_script", "after_script", "shell", "command", "commands", "args"})
+# A value that only passes a context's value on (the matrix row or the input is the edit).
+_CONTEXT_PASSED = re.compile(r"^\s*\$\{\{\s*(?:matrix|inputs|env|vars|steps\.[\w-]+\.outputs|needs\.[\w-]+\.outputs)"
+                             r"\.[\w.-]+\s*\}\}\s*$")
 # A value that only passes the workflow's own input on.
 _INPUT_PASSED = re.compile(r"^\s*\$\{\{\s*inputs\.[\w-]+\s*\}\}\s*$")
 # Mappings whose keys are names (jobs, services, stages), not settings.
@@ -159,8 +164,14 @@ class _Walk:
             if key == "if" and isinstance(v, yaml.ScalarNode):
                 self._condition(n, k, v)
                 continue
-            if key == "runs-on" and _runs_on_port(v):
+            if key == "runs-on" and isinstance(v, yaml.MappingNode) and self.rules.values:
+                for k2, v2 in v.value:      # `runs-on: {group: aws-g4dn-2xlarge, labels: [...]}`
+                    if isinstance(k2, yaml.ScalarNode) and k2.value in ("group", "labels"):
+                        self._values(k2, v2)
+            if (key == "runs-on" and _runs_on_port(v)) or (key == "container" and _container_port(v)):
                 self.facts.ported.append((_line(n), _last_line(n)))     # a job run on another stack's runners
+            if key == "env" and isinstance(v, yaml.MappingNode):
+                self._env_passed_on(v)
             if key == "with" and isinstance(v, yaml.MappingNode) and _uses_local(n):
                 self._passed_on(v)
             if id(v) in self.seen_passed:
@@ -168,8 +179,16 @@ class _Walk:
             rule = None if ids else next((r for r in self.rules.keys if r.regex.search(key)), None)
             if rule is not None and not _off(v):
                 self._axis(rule, k, v)
-            elif not ids and self.rules.values and key not in _BODY_KEYS:
+            elif not ids and self.rules.values and key not in _BODY_KEYS and key not in _REFERENCE_KEYS:
                 self._values(k, v)
+
+    def _env_passed_on(self, env) -> None:
+        """`CUDA_TAG: ${{ matrix.tag }}`: an env value that only passes the matrix's or an input's value on is no
+        edit, whatever its name (the matrix row or the input is)."""
+        for k2, v2 in env.value:
+            if isinstance(v2, yaml.ScalarNode) and _CONTEXT_PASSED.match(v2.value):
+                self.facts.quiet.update(range(_line(k2), _last_line(v2) + 1))
+                self.seen_passed.add(id(v2))
 
     def _passed_on(self, with_node) -> None:
         """`with: {cuda-version: ${{ inputs.cuda-version }}}` given to a local action or reusable workflow (`uses:
@@ -210,6 +229,17 @@ class _Walk:
                 break
         if _requires(cond, is_port_name):
             self.facts.ported.append((_line(owner), _last_line(owner)))
+
+
+def _container_port(v) -> bool:
+    """`container: rocm/dev-ubuntu-22.04` (or `container: {image: ...}`): a job run in another stack's image."""
+    if isinstance(v, yaml.MappingNode):
+        v = next((v2 for k2, v2 in v.value if isinstance(k2, yaml.ScalarNode) and k2.value == "image"), None)
+    if not isinstance(v, yaml.ScalarNode):
+        return False
+    image = v.value.lower()
+    return bool(re.search(r"rocm|(?:^|[/:_.-])(?:hip|amd|xpu|oneapi|ascend|cann|npu|musa)(?:$|[/:_.-])", image)) \
+        and not re.search(r"nvidia|cuda", image)
 
 
 def _runs_on_port(v) -> bool:

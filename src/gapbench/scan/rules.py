@@ -40,13 +40,16 @@ STRUCTURES = {
                       "from an expression the pattern names",
     "python-call": "a Python call with literal arguments only, one of them a number: the called function's dotted "
                    "name",
+    "python-arch-list": "a Python variable (its name) assigned a list of compute capabilities (`[\"7.0\", \"8.0\"]`) "
+                        "or given one by append/extend",
     "python-name": "a Python variable (its name) assigned a list, as a build script holds compiler flags "
                    "(`nvcc_flags = [...]`), or run as a command's first word (`[nvcc_bin, '-V']`)",
     "python-extension": "a Python call building a CUDA extension (its dotted name): the extension's imports and "
                         "uses anywhere in the tree are findings",
 }
 _STRUCTURE_KIND = {"python-compare": "python-string", "python-call": "python-string",
-                   "python-extension": "python-string", "python-name": "python-string"}
+                   "python-extension": "python-string", "python-name": "python-string",
+                   "python-arch-list": "python-string"}
 DEFAULT_RULES = Path(__file__).with_name("rules.toml")
 NO_HIP_SUFFIX = "-no-hip"
 MAX_RULES_BYTES = 4 * 2**20    # the packaged rules are about 60 KiB
@@ -73,6 +76,7 @@ class Rule:
     uses: bool = False                   # python-import: also every use of what the import binds
     each: bool = False                   # every match is its own finding, even several in one statement
     fallback: bool = False               # text kinds: reported only on lines no other rule reports
+    package: bool = False                # its match names a package or repository: the project's own is none
     structure: str = ""                  # found by a structural reader (STRUCTURES), its pattern tested on what
                                          # that reader hands it (a YAML key, a CMake command), not on lines
     regex: re.Pattern | None = field(default=None, compare=False, repr=False)
@@ -155,6 +159,7 @@ def _rule_from_table(t: dict, where: str) -> Rule:
                 files=_as_tuple(t.get("files"), f"{where}: files"), hint=_as_tuple(t.get("hint"), f"{where}: hint"),
                 group=str(t.get("group", "")), api=api, no_hip=t.get("no_hip", ""), uses=bool(t.get("uses", False)),
                 each=bool(t.get("each", False)), fallback=bool(t.get("fallback", False)),
+                package=bool(t.get("package", False)),
                 structure=structure, regex=regex)
 
 
