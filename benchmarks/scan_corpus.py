@@ -124,7 +124,10 @@ def scan_files(root: Path, paths: list[str]):
             dst = Path(tmp) / rel
             dst.parent.mkdir(parents=True, exist_ok=True)
             dst.write_bytes(src.read_bytes())
-        return scan(tmp, jobs=1, respect_gitignore=False)
+        report = scan(tmp, jobs=1, respect_gitignore=False)
+    for skip in report.skipped:     # a labelled file the scanner failed on would score as all misses
+        print(f"warning: {root}: {skip.path} was not scanned: {skip.reason}", file=sys.stderr)
+    return report
 
 
 def score_files(report, files: list[dict]) -> Score:

@@ -76,3 +76,82 @@ def test_a_name_both_sides_of_a_port_conditional_import(report):
             (14, "py-import-transformer-engine", False), (15, "py-import-transformer-engine", True)} <= got
     # an operand of `torch.version.hip and ...` runs on the port only
     assert (19, "py-torch-cuda-is-available", True) in got
+
+
+# ---------------------------------------------------------------- tests/fixtures/scan_kinds/unfamiliar: what reviews
+# of code the rules were never written on found missing or wrong
+
+
+def test_warp_width_from_the_block_size_and_per_warp_names(report):
+    got = {line for line, rule, _ in hits(report, "unfamiliar/warp_arith.cu") if rule == "cpp-warp-size-arith"}
+    # THREADS_PER_WARP = 32, a width defaulting to 32, blockDim.x >> 5, blockDim.x / 32.f, (blockDim.x + 31) / 32,
+    # a loop striding a lane by 32
+    assert {3, 6, 8, 9, 10, 11} <= got
+    assert not got & {4, 14}        # 32 warps is a count; a size divisible by 32 is a shape check
+
+
+def test_any_inline_assembly_and_pytorchs_cuda_glue(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "unfamiliar/asm_and_glue.cu")}
+    assert {(9, "cpp-inline-ptx"), (10, "cpp-inline-ptx")} <= got      # a memory operand; the string a line on
+    assert {(2, "cpp-torch-cuda"), (16, "cpp-torch-cuda"), (18, "cpp-torch-cuda")} <= got
+    assert {(3, "cpp-cub"), (4, "cpp-cuda-header"), (20, "cpp-cuda-arch-macro"), (23, "cpp-cuda-arch-macro")} <= got
+    assert not {line for line, _ in got} & {6, 12, 19}      # a compiler barrier; the project's own macro
+
+
+def test_binding_code_that_includes_no_cuda_header(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "unfamiliar/binding.cpp")}
+    assert {(3, "cpp-torch-cuda"), (6, "cpp-capability-gate"), (11, "cpp-torch-cuda")} <= got
+
+
+def test_cute_names_read_bare_and_one_declaration_over_lines(report):
+    got = [(f.line, f.rule) for f in kinds_report().findings if f.path == "unfamiliar/cute_tile.cuh"]
+    assert {(5, "cpp-cutlass"), (6, "cpp-cutlass"), (7, "cpp-cutlass"), (11, "cpp-cutlass")} <= set(got)
+    assert not {line for line, _ in got} & {12, 13}     # the alias's template arguments: one edit, at its line
+
+
+def test_container_images_conda_installers_and_continued_commands(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "unfamiliar/Dockerfile")}
+    assert {(1, "build-cuda-image"), (2, "build-conda-cuda"), (3, "build-cuda-kernel-source"),
+            (4, "build-cuda-kernel-source"), (6, "build-cuda-installer"), (7, "build-cuda-installer"),
+            (8, "build-cuda-variable"), (9, "build-cuda-variable"), (11, "build-cuda-variable"),
+            (12, "build-cuda-toolkit-path")} <= got
+    # not: making the installer executable (5), the second NVSHMEM setting of one command (10), a plain image (13)
+    assert not {line for line, _ in got} & {5, 10, 13}
+
+
+def test_shell_switches_tags_and_nvidia_tools(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "unfamiliar/build_env.sh")}
+    assert {(2, "build-cuda-variable"), (3, "build-cuda-variable"), (4, "build-shell-cuda-branch"),
+            (10, "build-nvidia-tool"), (11, "build-nvidia-tool")} <= got
+    assert not {line for line, _ in got} & {5, 7, 8}        # a message; the keys of a table read
+
+
+def test_ci_runners_images_and_the_rows_that_choose_cuda(report):
+    got = hits(report, "unfamiliar/.github/workflows/gpu.yml")
+    assert {(6, "build-ci-nvidia-value", False), (8, "build-cuda-image", False),
+            (15, "build-ci-nvidia-value", False), (19, "build-ci-nvidia-value", False)} <= got
+    assert (27, "build-cuda-variable", True) in got      # in a job run in a ROCm container
+    # not: an env value passing the matrix on (10), a job named for its GPU that another needs (14)
+    assert not {line for line, _, _ in got} & {10, 14}
+
+
+def test_build_helpers_in_python(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "unfamiliar/pkg_build.py")}
+    assert {(9, "py-cuda-wheel-tag"), (10, "build-conda-cuda"), (11, "py-cuda-arch-list"),
+            (12, "py-cuda-arch-list"), (13, "build-nvcc"), (14, "py-nvcc-flag"), (15, "py-nvidia-library-path"),
+            (16, "py-nvidia-library-path"), (17, "py-nvidia-library-path"), (18, "py-cuda-feature-switch"),
+            (31, "py-triton-config"), (36, "py-triton-config"), (46, "py-triton-inline-ptx")} <= got
+    # not: a multi-vendor package's version read (19), a chat template's "capability" (27), the num_warps
+    # keyword of the Config call already reported (38)
+    assert not {line for line, _ in got} & {19, 27, 38}
+
+
+def test_packages_only_where_they_are_cuda_bound(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "unfamiliar/engines.py")}
+    assert {(1, "py-import-cuda-kernel-package"), (3, "py-import-vllm"), (5, "py-requirement-cuda-package"),
+            (9, "py-import-vllm"), (10, "py-import-cuda-kernel-package")} <= got
+    assert not any(line == 2 for line, _ in got)           # vLLM itself builds for ROCm, XPU and TPU
+
+
+def test_a_file_placed_for_another_stack_is_its_port(report):
+    assert hits(report, "unfamiliar/backends/rocm/ops.py") == {(5, "py-torch-cuda-portable", True)}

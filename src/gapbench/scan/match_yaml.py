@@ -51,7 +51,7 @@ _REFERENCE_KEYS = frozenset({"needs", "uses", "extends", "depends_on", "dependen
 # Keys whose value is a script body (shell lines, left to the line patterns).
 _BODY_KEYS = frozenset({"run", "script", "before_script", "after_script", "shell", "command", "commands", "args"})
 # A value that only passes a context's value on (the matrix row or the input is the edit).
-_CONTEXT_PASSED = re.compile(r"^\s*\$\{\{\s*(?:matrix|inputs|env|vars|steps\.[\w-]+\.outputs|needs\.[\w-]+\.outputs)"
+_CONTEXT_PASSED = re.compile(r"^\s*\$\{\{\s*(?:matrix|inputs|steps\.[\w-]+\.outputs|needs\.[\w-]+\.outputs)"
                              r"\.[\w.-]+\s*\}\}\s*$")
 # A value that only passes the workflow's own input on.
 _INPUT_PASSED = re.compile(r"^\s*\$\{\{\s*inputs\.[\w-]+\s*\}\}\s*$")
@@ -187,7 +187,7 @@ class _Walk:
         edit, whatever its name (the matrix row or the input is)."""
         for k2, v2 in env.value:
             if isinstance(v2, yaml.ScalarNode) and _CONTEXT_PASSED.match(v2.value):
-                self.facts.quiet.update(range(_line(k2), _last_line(v2) + 1))
+                self.passed.update(range(_line(k2), _last_line(v2) + 1))
                 self.seen_passed.add(id(v2))
 
     def _passed_on(self, with_node) -> None:
