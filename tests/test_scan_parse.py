@@ -78,8 +78,9 @@ def test_cmake_nvidia_libraries(report):
 
 def test_rule_firing_counts(report):
     fired = report.firings()
-    # triton_kernels.py's two, triton_tuned_numbers.py's four, pyrules/vendor_tables.py's three (one ported)
-    assert fired["py-triton-config"]["findings"] == 9
+    # triton_kernels.py's two, triton_tuned_numbers.py's four, pyrules/vendor_tables.py's three (one ported),
+    # unfamiliar/pkg_build.py's two (a choice between two numbers; a Config whose num_warps runs a line on)
+    assert fired["py-triton-config"]["findings"] == 11
     # port_branch.cu's two (one ported), cute_struct_fields.cu's six, macros/kernels.cu's six (two ported),
     # hipalias/'s seven in four files (five ported through its port header)
     assert fired["cpp-cuda-runtime-api"] == {"findings": 21, "ported": 8, "files": 7}

@@ -82,6 +82,7 @@ class Matcher:
         # which files can hold a finding, from their bytes (a second pass's extensions open every Python file)
         gate = None if self.python.always or extensions else frozenset(self.python._quick)
         self.prefilter = prefilter.Prefilter.for_rules(ruleset, gate, CPP_CUDA_HINT) if prefilter.enabled() else None
+        self._cuda_hint = prefilter.superset_gate(CPP_CUDA_HINT.pattern) if self.prefilter is not None else None
 
     def scan_file(self, entry: Entry, kinds: tuple[str, ...]) -> FileResult:
         try:
@@ -153,7 +154,7 @@ class Matcher:
                 raw += self._python(rel, text, res, present)
         if "notebook" in kinds:
             raw += scan_notebook(rel, text, self.python, self.text, res.notes)
-        if "cpp" in kinds or ("cpp?" in kinds and CPP_CUDA_HINT.search(text)):
+        if "cpp" in kinds or ("cpp?" in kinds and self._reads_as_cuda(text)):
             facts: dict = {}
             raw += [(m.rule.id, m.line, m.col, m.text, m.ported, m.last)
                     for m in self.cpp.match(name, text, self.macros, facts)]
@@ -180,6 +181,13 @@ class Matcher:
                     found = [m for m in found if m.line not in taken]
                 raw += [(m.rule.id, m.line, m.col, m.text, m.ported, m.last) for m in found]
         return raw
+
+    def _reads_as_cuda(self, text: str) -> bool:
+        """Whether a C/C++ header or source is GPU code (CPP_CUDA_HINT), searched by RE2 where it reads the text
+        as Python's re does."""
+        if self._cuda_hint is not None and prefilter.gate_safe(text):
+            return self._cuda_hint.search(text) is not None
+        return CPP_CUDA_HINT.search(text) is not None
 
     def _structure(self, name: str, text: str, masked: str, found: list) -> list:
         """A build file's line findings read through its structure, where it has a reader (CI YAML, CMake, make)."""

@@ -76,6 +76,8 @@ class PythonRules:
         self._cover = {h: next((w for w in self._walk_literals if w in h), h) for h in self.hints}
         self._walk_rx = re.compile("['\"]") if self.always else None
         self._fallback = self._fallback_patterns()
+        self._hidden: dict[tuple[str, str], bool] = {}
+        self._hint_rx: re.Pattern | None = None
 
     def _index(self, r: Rule, hints: set[str], gates: dict[str, re.Pattern | None]) -> None:
         """File one rule under its kinds, and note the substrings that make a file worth parsing for it."""
@@ -118,6 +120,17 @@ class PythonRules:
                 gates.update({h: None for h in r.hint})
             else:
                 self.always = True
+
+    def hides_hint(self, alias: str, name: str) -> bool:
+        """Whether `import name as alias` hides a hinted name: the name holds a hint, the alias none (cached: the
+        same aliases recur file after file)."""
+        key = (alias, name)
+        got = self._hidden.get(key)
+        if got is None:
+            if self._hint_rx is None:
+                self._hint_rx = re.compile("|".join(map(re.escape, sorted(self.hints, key=len, reverse=True))))
+            got = self._hidden[key] = self._hint_rx.search(alias) is None and self._hint_rx.search(name) is not None
+        return got
 
     def worth_parsing(self, text: str) -> bool:
         return self.gate(text) is not None
@@ -355,8 +368,12 @@ class _FileMatch:
         `nvcc_flags = ["--use_fast_math", ...]`, `subprocess.check_output([nvcc_bin, "-V"])`."""
         rules = self.rules.structural.get("python-name", ())
         arch = self.rules.structural.get("python-arch-list", ())
-        hinted = tuple({h for r in (*rules, *arch) for h in r.hint})
+        hinted = tuple({h for r in rules for h in r.hint})
         lines = _lines_with(hinted, self.text, self.starts) if hinted else []
+        arch_hints = tuple({h for r in arch for h in r.hint})
+        if arch_hints and _CAPABILITY_STRING.search(self.text):     # a capability is written as a string
+            capable = set(_lines_of(_CAPABILITY_STRING, self.text, self.starts))
+            lines = sorted(set(lines) | capable.intersection(_lines_with(arch_hints, self.text, self.starts)))
         if not lines:
             return
         reported = {(m.line, m.rule.id) for m in self.found}
@@ -562,9 +579,7 @@ class _FileMatch:
 
     def _alias_nodes(self, nodes: list[ast.AST]) -> list[ast.AST]:
         """Nodes on the lines that use an alias hiding a hinted name (`import torch.cuda as g`; `g.x()`)."""
-        hints = self.rules.hints
-        hidden = [k for k, q in self.aliases.items() if k != q and not any(h in k for h in hints)
-                  and any(h in q for h in hints)]
+        hidden = [k for k, q in self.aliases.items() if k != q and self.rules.hides_hint(k, q)]
         if not hidden:
             return []
         rx = re.compile(r"\b(?:" + "|".join(map(re.escape, hidden)) + r")\b")
@@ -733,6 +748,7 @@ def _port_aliased(aliased: list[tuple[str, int, int]], shown: str, line: int) ->
 
 
 _CAPABILITY = re.compile(r"[1-9]\d?\.\d[af]?(?:\+PTX)?")
+_CAPABILITY_STRING = re.compile(r"""["'][1-9]\d?\.\d[af]?(?:\+PTX)?["']""")
 
 
 def _is_capability(node: ast.AST) -> bool:
@@ -934,36 +950,54 @@ def _gate_rule(node: ast.AST, compare: tuple, call: tuple, bound: dict[str, Rule
     return None
 
 
+# Fields that hold no node a rule reads: expression contexts (Load/Store) and operators (read off their parent).
+_SKIPPED_FIELDS = frozenset({"ctx", "op", "ops"})
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+_DECORATED = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _child_fields(cls: type) -> tuple[str, ...]:
+    """A node class's fields that can hold child nodes, last first (they are pushed on a stack)."""
+    fields = _CHILD_FIELDS.get(cls)
+    if fields is None:
+        fields = _CHILD_FIELDS[cls] = tuple(reversed([f for f in cls._fields if f not in _SKIPPED_FIELDS]))
+    return fields
+
+
 def _pruned_walk(tree: ast.AST, lines: list[int], parents: dict[int, ast.AST] | None = None) -> list[ast.AST]:
     """Nodes in pre-order (a parent before its children), skipping every node whose line range holds none of
-    `lines`. Nodes without a position (module, contexts, operators) are always entered. `parents`, when given,
-    gets each node's parent (by id)."""
+    `lines`. Nodes without a position (the module, keywords' holders) are always entered; expression contexts and
+    operators are not walked. `parents`, when given, gets each node's parent (by id)."""
     out: list[ast.AST] = []
     if not lines:
         return out
     stack = [tree]
     last = len(lines)
+    lo, hi = lines[0], lines[-1]
+    AST = ast.AST
     while stack:
         node = stack.pop()
         out.append(node)
-        children = []
-        for name in node._fields:
+        for name in _child_fields(type(node)):
             v = getattr(node, name, None)
-            if isinstance(v, ast.AST):
-                children.append(v)
-            elif isinstance(v, list):
-                children.extend(c for c in v if isinstance(c, ast.AST))
-        for c in reversed(children):
-            ln = getattr(c, "lineno", None)
-            if ln is not None and getattr(c, "decorator_list", None):
-                ln = min(ln, c.decorator_list[0].lineno)     # a definition starts at its first decorator
-            if ln is not None:
-                i = bisect_left(lines, ln)
-                if i == last or lines[i] > (c.end_lineno or ln):
+            if v is None:
+                continue
+            for c in (reversed(v) if isinstance(v, list) else (v,)):
+                if not isinstance(c, AST):
                     continue
-            if parents is not None:
-                parents[id(c)] = node
-            stack.append(c)
+                ln = getattr(c, "lineno", None)
+                if ln is not None:
+                    if isinstance(c, _DECORATED) and c.decorator_list:
+                        ln = min(ln, c.decorator_list[0].lineno)     # a definition starts at its first decorator
+                    end = c.end_lineno or ln
+                    if end < lo or ln > hi:
+                        continue
+                    i = bisect_left(lines, ln)
+                    if i == last or lines[i] > end:
+                        continue
+                if parents is not None:
+                    parents[id(c)] = node
+                stack.append(c)
     return out
 
 

@@ -59,6 +59,35 @@ def enabled() -> bool:
     return os.environ.get(OFF_ENV, "1") != "0"
 
 
+# ---------------------------------------------------------------- a rule's pattern widened for RE2
+
+# Lookarounds (RE2 has none): dropped, the pattern only widens. A backreference: any word.
+_LOOKAROUND = re.compile(r"\(\?<?[!=](?:[^()\\]|\\.|\((?:[^()\\]|\\.)*\))*\)")
+_BACKREF = re.compile(r"\\[1-9]")
+# What RE2 and Python's re read alike only in ASCII text with none of the separators Python's \s also takes.
+_NOT_GATE_SAFE = re.compile(r"[^\x00-\x0a\x0c-\x1b\x20-\x7f]")
+
+
+def superset_gate(pattern: str):
+    """An RE2 search matching wherever the pattern matches (and more): its lookarounds dropped, a backreference
+    read as a word; None without RE2 or when RE2 cannot read the result. Used only where gate_safe(text)."""
+    if re2 is None:
+        return None
+    wide = _BACKREF.sub(r"\\w+", _LOOKAROUND.sub("", pattern))
+    try:        # a construct RE2 lacks (an atomic group, a possessive repeat, \Z) fails here: no gate
+        opts = re2.Options()
+        opts.log_errors = False
+        return re2.compile("(?m)" + wide, opts)
+    except Exception:
+        return None
+
+
+def gate_safe(text: str) -> bool:
+    """Whether RE2's reading of \\b, \\w and \\s agrees with Python's on this text: ASCII without a vertical tab or
+    the file, group, record and unit separators."""
+    return text.isascii() and _NOT_GATE_SAFE.search(text) is None
+
+
 # ---------------------------------------------------------------- literals from a pattern
 
 def literals_of(pattern: str, flags: int = 0) -> list[list[frozenset[str]]] | None:
@@ -252,7 +281,13 @@ class Prefilter:
                 alts += self.kinds[k]
             singles = frozenset().union(*(sets[0] for sets in alts if len(sets) == 1))
             out = [(self._search(singles),)] if singles else []
-            out += [tuple(self._search(s) for s in sets) for sets in alts if len(sets) > 1]
+            multi = [sets for sets in alts if len(sets) > 1]
+            if multi:
+                # one search first for any literal of the alternatives' first sets: most files hold none, and then
+                # no alternative of several sets can hold in them either
+                heads = frozenset().union(*(sets[0] for sets in multi))
+                out.append((self._search(heads), [tuple(self._search(s) for s in sets[1:]) for sets in multi],
+                            [self._search(sets[0]) for sets in multi]))
             self._by_kinds[kinds] = out
         return self._by_kinds[kinds]
 
@@ -281,4 +316,12 @@ class Prefilter:
             return True
         if b"\\" in data and "build" in kinds and name.lower().endswith((".yml", ".yaml")):
             return True     # a double-quoted YAML scalar's escapes can spell a key its bytes do not hold
-        return any(all(rx.search(data) for rx in alt) for alt in alts)
+        for alt in alts:
+            if len(alt) == 1:
+                if alt[0].search(data):
+                    return True
+            elif alt[0].search(data):       # any first literal of the alternatives of several sets: try each
+                if any(head.search(data) and all(rx.search(data) for rx in rest)
+                       for head, rest in zip(alt[2], alt[1], strict=True)):
+                    return True
+        return False
