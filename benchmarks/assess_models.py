@@ -61,7 +61,8 @@ def split_by_rule(names: list[str]) -> dict[str, str]:
 
 # ---- building ------------------------------------------------------------------------------------------------
 # config keys that are widths, depths or counts, shrunk by `scale` for a reduced build (tests)
-_WIDTHS = {"hidden_size", "intermediate_size", "n_embd", "d_model", "d_ff", "embedding_size", "vocab_size"}
+_WIDTHS = {"hidden_size", "intermediate_size", "n_embd", "d_model", "d_ff", "embedding_size", "vocab_size", "ffn_dim",
+           "word_embed_proj_dim"}
 _DEPTHS = {"num_hidden_layers", "n_layer", "num_layers", "num_decoder_layers"}
 
 
@@ -121,7 +122,8 @@ def build(name: str, dtype: str = "fp32", scale: float = 1.0, device: str | torc
     inp = _scaled_input(spec, scale)
     arch = spec["architecture"]
     config_cls = getattr(transformers, arch.replace("ForCausalLM", "Config").replace("LMHeadModel", "Config")
-                         .replace("ForImageClassification", "Config").replace("ForConditionalGeneration", "Config"))
+                         .replace("ForImageClassification", "Config").replace("ForConditionalGeneration", "Config")
+                         .replace("ForMaskedLM", "Config"))
     extra = {"num_labels": spec["labels"]} if "labels" in spec else {}
     if "image_size" in cfg and "image" in inp:
         cfg["image_size"] = inp["image"]
