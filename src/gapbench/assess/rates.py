@@ -42,7 +42,11 @@ MEMBW_KERNELS = ("copy", "scale", "add", "triad", "dot")
 LAUNCH_KINDS = ("op", "train", "infer")
 # operators priced at the rate of a measured elementwise operator that computes the same thing per element
 ELEMENTWISE_ALIASES = {"_safe_softmax": "_softmax", "rsqrt": "sqrt", "bernoulli": "bernoulli_",
-                       "native_dropout": "bernoulli_", "lerp_": "lerp", "addcmul_": "addcmul", "addcdiv_": "addcdiv"}
+                       "native_dropout": "bernoulli_", "lerp_": "lerp", "addcmul_": "addcmul", "addcdiv_": "addcdiv",
+                       "mul_": "mul", "add_": "add", "sub": "add", "sub_": "add", "rsub": "add", "div_": "div",
+                       "tanh_": "tanh", "_log_softmax_backward_data": "_log_softmax",
+                       "_softmax_backward_data": "_softmax", "copy": "copy_",
+                       "zero_": "fill_"}
 # collective workload op names, by the words of the c10d operators that run them
 COLLECTIVE_OPS = (("all_gather", "all_gather"), ("allgather", "all_gather"), ("reduce_scatter", "reduce_scatter"),
                   ("all_reduce", "all_reduce"), ("allreduce", "all_reduce"), ("all_to_all", "all_to_all"),

@@ -1,15 +1,18 @@
 """Element-wise and normalisation operators whose time is their arithmetic, not their bytes: GELU's erf and its
-backward, dropout's random numbers (`bernoulli_`), SiLU's exponential, square roots, softmax, layer and group norm,
-and the three operators of an Adam-family optimizer's update (`lerp`, `addcmul`, `addcdiv`; a step runs them in place,
-`lerp_` …, which a trace prices at these rows).
+backward, dropout's random numbers (`bernoulli_`), SiLU's exponential, square roots, softmax and log-softmax, layer
+and group norm, the three operators of an Adam-family optimizer's update (`lerp`, `addcmul`, `addcdiv`; a step runs
+them in place, `lerp_` …, which a trace prices at these rows), and the plain arithmetic and copies a step is full of
+(`mul`, `add`, `div`, `tanh`, `copy_`, `fill_`): on a CPU a bf16 or fp16 one converts every element to fp32 and
+back, which a streaming kernel's bandwidth does not show.
 On a CPU these run far below the memory bandwidth a streaming copy reaches, so a model's step priced as their
 bytes alone comes out short. Each is measured as the ATen operator a model dispatches, per dtype and tensor size,
 in elements per second (the elements of its output), the rate gapbench assess prices that operator at:
 max(elements / rate, bytes / bandwidth).
 
-Two sizes per operator: 2^15 elements (a small model's activations; below PyTorch's intra-op grain of 32768
-elements an operator runs on one thread) and 2^18 (above it, every thread). Each variant checks its output
-against float64 on the CPU (bernoulli_: values 0 or 1 and a kept fraction within six standard deviations of p).
+Three sizes per operator: 2^15 elements (a small model's activations; below PyTorch's intra-op grain of 32768
+elements an operator runs on one thread), 2^18 (above it, every thread) and 2^21 (a layer's weights or a batch's
+activations, out of the caches of most CPUs). Each variant checks its output against float64 on the CPU
+(bernoulli_: values 0 or 1 and a kept fraction within six standard deviations of p; fill_: every element the value).
 """
 
 from __future__ import annotations
@@ -25,9 +28,10 @@ from gapbench.workloads.micro.operator import Op, OperatorWorkload, relative_err
 
 TOLERANCE = {"fp32": 1e-5, "bf16": 2e-2, "fp16": 2e-3}  # of max |error| over max |reference|
 # the ATen operators measured (their overload packet names, as a trace records them)
-OPS = ("gelu", "gelu_backward", "bernoulli_", "silu", "sqrt", "_softmax", "native_layer_norm", "native_group_norm",
-       "lerp", "addcmul", "addcdiv")  # the last three: an Adam-family optimizer's update, per parameter element
-SIZES = {"tiny": (1 << 12,), "quick": (1 << 15, 1 << 18)}
+OPS = ("gelu", "gelu_backward", "bernoulli_", "silu", "sqrt", "_softmax", "_log_softmax", "native_layer_norm",
+       "native_group_norm", "lerp", "addcmul", "addcdiv",   # an Adam-family optimizer's update, per parameter element
+       "mul", "add", "div", "tanh", "copy_", "fill_")
+SIZES = {"tiny": (1 << 12,), "quick": (1 << 15, 1 << 18, 1 << 21)}
 ROW = 128  # the last dimension (softmax, layer norm); group norm: 32 channels in 32 groups × (elements / 64)
 KEEP = 0.9  # bernoulli_'s probability: dropout 0.1 keeps 90%
 EPS = 1e-5
@@ -40,7 +44,7 @@ class Elementwise(OperatorWorkload):
     unit_help = "10^9 output elements per second of one ATen operator (gelu, bernoulli_, softmax, …)"
     description = "compute-heavy element-wise and normalisation operators (erf, RNG, exp, sqrt, norms) per dtype"
     presets = {"tiny": "each operator at 4096 elements (tests)",
-               "quick": "each operator at 2^15 and 2^18 elements (one thread's grain, and above it)"}
+               "quick": "each operator at 2^15, 2^18 and 2^21 elements (one thread's grain, above it, out of cache)"}
 
     def variants(self, preset: str, ctx: Context) -> list[Variant]:
         if preset not in SIZES:
@@ -64,7 +68,8 @@ class Elementwise(OperatorWorkload):
 
 def _arrays(op: str) -> int:
     """Tensors of the operator's size it reads and writes (BabelStream's counting: no write-allocate)."""
-    return {"gelu_backward": 3, "bernoulli_": 1, "lerp": 3, "addcmul": 4, "addcdiv": 4}.get(op, 2)
+    return {"gelu_backward": 3, "bernoulli_": 1, "fill_": 1, "lerp": 3, "addcmul": 4, "addcdiv": 4, "mul": 3, "add": 3,
+            "div": 3}.get(op, 2)
 
 
 def make_op(op: str, n: int, dtype: torch.dtype, dev) -> tuple[Callable[[], torch.Tensor], Callable]:
@@ -79,6 +84,19 @@ def make_op(op: str, n: int, dtype: torch.dtype, dev) -> tuple[Callable[[], torc
     if op == "bernoulli_":
         buf = torch.empty_like(x)
         return (lambda: buf.bernoulli_(KEEP)), _check_bernoulli
+    if op in ("copy_", "fill_"):
+        buf = torch.empty_like(x)
+        fn = (lambda: buf.copy_(x)) if op == "copy_" else (lambda: buf.fill_(0.5))
+        ref = x64 if op == "copy_" else torch.full_like(x64, 0.5)
+        return fn, lambda got, tol: _compare(op, got, ref, tol)
+    if op in ("mul", "add", "div"):
+        y64 = torch.randn(x64.shape, generator=g, dtype=torch.float64)
+        if op == "div":
+            y64 = y64.abs() + 0.1
+        y = y64.to(dev, dtype)
+        f = {"mul": aten.mul, "add": aten.add, "div": aten.div}[op]
+        ref = {"mul": torch.mul, "add": torch.add, "div": torch.div}[op](x64, y64)
+        return (lambda: f(x, y)), lambda got, tol: _compare(op, got, ref, tol)
     if op == "gelu_backward":
         grad64 = torch.randn(x64.shape, generator=g, dtype=torch.float64)
         grad = grad64.to(dev, dtype)
@@ -100,8 +118,9 @@ def make_op(op: str, n: int, dtype: torch.dtype, dev) -> tuple[Callable[[], torc
         fn, ref = _update_op(op, x64, x, g, dev, dtype)
     else:
         f, r = {"gelu": (aten.gelu, torch.nn.functional.gelu), "silu": (aten.silu, torch.nn.functional.silu),
-                "sqrt": (aten.sqrt, torch.sqrt),
-                "_softmax": (lambda t: aten._softmax(t, -1, False), lambda t: torch.softmax(t, -1))}[op]
+                "sqrt": (aten.sqrt, torch.sqrt), "tanh": (aten.tanh, torch.tanh),
+                "_softmax": (lambda t: aten._softmax(t, -1, False), lambda t: torch.softmax(t, -1)),
+                "_log_softmax": (lambda t: aten._log_softmax(t, -1, False), lambda t: torch.log_softmax(t, -1))}[op]
         fn = lambda: f(x)  # noqa: E731
         ref = r(x64)
     return fn, lambda got, tol: _compare(op, got, ref, tol)
