@@ -9,8 +9,9 @@ src/gapbench/assess/calibration.toml with --write.
         --unseen results/cpu-xeon-2core-assess-unseen-development --write
 
 --shipped: folders of benchmarks/assess_accuracy.py (gapbench's own tiny models); --unseen: folders of
-benchmarks/assess_unseen.py on the development split. A folder of the held-aside split is refused: those models
-score the calibrated model once, they never tune it.
+benchmarks/assess_unseen.py on development models (the split as benchmarks/data/assess_models.toml has it now). A
+folder holding a model held aside now is refused: those models score the calibrated model once, they never tune
+it.
 """
 
 from __future__ import annotations
@@ -56,10 +57,14 @@ def unseen_pairs(folder: Path) -> list[tuple[Pair, dict]]:
     if not scores.exists():
         raise SystemExit(f"assess_calibrate: {scores} is missing (run benchmarks/assess_unseen.py --out {folder})")
     data = json.loads(scores.read_text())
-    if data.get("split") != "development":
-        raise SystemExit(f"assess_calibrate: {folder} holds the {data.get('split')} split: only development "
-                         "models calibrate the model")
-    names = [n for n in data["models"] if assess_models.models()[n]["split"] == "development"]
+    # the models' split as it stands now: a round's held-aside models, once scored, are development models of the
+    # next round (benchmarks/data/assess_models.toml); a model held aside now never calibrates
+    split = {n: assess_models.models()[n]["split"] for n in data["models"]}
+    held = sorted(n for n, s in split.items() if s != "development")
+    if held:
+        raise SystemExit(f"assess_calibrate: {folder} holds {', '.join(held)}, held aside: only development models "
+                         "calibrate the model")
+    names = [n for n in data["models"] if split[n] == "development"]
     bf16 = any("bf16" in r["pair"] for r in data["pairs"])
     works = assess_unseen.traced_all(names, bf16)
     return _pairs(assess_unseen.evaluate(folder, names, bf16, works, model_sigma=0.0), folder.name, "model")
