@@ -134,10 +134,19 @@ def _run(args, env=None, timeout=240):
 def test_the_accelerator_branch_on_the_test_accelerator(tmp_path):
     """Memory from the device: the sweep stops where the test accelerator's capacity ends, fp8 takes the
     accelerator's matmul path, the largest batch is found by out-of-memory back-off, peak memory is the
-    device allocator's."""
-    out = tmp_path / "test.json"
+    device allocator's. (fp8 on a short prompt: torch's CPU scaled matmul, which the test accelerator runs,
+    is a reference loop of a few tens of MFLOP/s on CPUs without fp8 units.)"""
     capacity = {"GAPBENCH_TEST_ACCELERATOR_MEMORY": str(24 * 2**20)}
-    p = _run(["--device", "test", "-w", "llm-infer", "--lengths", "512:2", "--dtype", "fp8", "--variant-budget",
+    fp8 = tmp_path / "fp8.json"
+    p = _run(["--device", "test", "-w", "llm-infer", "--lengths", "8:2", "--batch-size", "1", "--dtype", "fp8",
+              "--variant-budget", "10", "-o", str(fp8)], env=capacity)
+    assert p.returncode == 0, p.stderr[-2000:]
+    m = next(m for m in json.loads(fp8.read_text())["measurements"]
+             if m["variant"]["metric"] == "output_tokens_per_s")
+    assert m["status"] == "ok", m["reason"]
+    assert 0 < m["metrics"]["fp8_matmul_rel_error"] < 1.6e-2  # the product came from torch._scaled_mm, checked
+    out = tmp_path / "test.json"
+    p = _run(["--device", "test", "-w", "llm-infer", "--lengths", "512:2", "--dtype", "bf16", "--variant-budget",
               "10", "-o", str(out)], env=capacity)
     assert p.returncode == 0, p.stderr[-2000:]
     rs = json.loads(out.read_text())

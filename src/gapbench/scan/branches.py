@@ -597,6 +597,18 @@ def python_port_lines(nodes) -> list[tuple[int, int]]:
     return _merged(out)
 
 
+def _boolop_port_spans(node: ast.BoolOp) -> list[tuple[int, int]]:
+    """`torch.version.hip or capability >= (7, 5)`: the lines of an operand that tests for the port (not for its
+    absence: `not is_rocm() and torch.cuda.is_available()` is CUDA's side), not a per-vendor call beside a CUDA
+    one (`has_cuda_capability(8, 9) or has_rocm_capability(9, 4)`)."""
+    pols = [_expr_polarity(v) for v in node.values]
+    if isinstance(node.op, ast.And) and POSITIVE in pols and NEGATIVE not in pols:
+        # `torch.version.hip and torch.cuda.is_available()`: every operand is evaluated on the port only
+        return [(v.lineno, v.end_lineno or v.lineno) for v in node.values]
+    return [(v.lineno, v.end_lineno or v.lineno) for v, p in zip(node.values, pols, strict=True) if p == POSITIVE
+            and not isinstance(v, ast.BoolOp) and not (isinstance(v, ast.Call) and v.args)]
+
+
 def _port_spans(node: ast.AST) -> list[tuple[int, int]]:
     if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and is_port_function(node.name):
         first = min([node.lineno, *(d.lineno for d in node.decorator_list)])
@@ -608,15 +620,7 @@ def _port_spans(node: ast.AST) -> list[tuple[int, int]]:
         span = _ifexp_port_span(node)
         return [span] if span else []
     if isinstance(node, ast.BoolOp):
-        # `torch.version.hip or capability >= (7, 5)`: the lines of an operand that tests for the port (not
-        # for its absence: `not is_rocm() and torch.cuda.is_available()` is CUDA's side), not a per-vendor call
-        # beside a CUDA one (`has_cuda_capability(8, 9) or has_rocm_capability(9, 4)`)
-        pols = [_expr_polarity(v) for v in node.values]
-        if isinstance(node.op, ast.And) and POSITIVE in pols and NEGATIVE not in pols:
-            # `torch.version.hip and torch.cuda.is_available()`: every operand is evaluated on the port only
-            return [(v.lineno, v.end_lineno or v.lineno) for v in node.values]
-        return [(v.lineno, v.end_lineno or v.lineno) for v, p in zip(node.values, pols, strict=True) if p == POSITIVE
-                and not isinstance(v, ast.BoolOp) and not (isinstance(v, ast.Call) and v.args)]
+        return _boolop_port_spans(node)
     if not isinstance(node, ast.If):
         return []
     pol = _expr_polarity(node.test)

@@ -162,25 +162,32 @@ class Matcher:
             res.header = facts.get("header")
         for kind in ("deps", "build"):
             if kind in kinds:
-                masked = mask_hash_comments(text)
-                if kind == "build" and is_makefile(name):
-                    masked = mask_make_messages(masked)
-                found = self.text.match(kind, name, masked)
-                if kind == "deps" and found and name.lower() in ("pyproject.toml", "setup.cfg"):
-                    found = _without_own_name(masked, found)
-                if found and self.packages:
-                    found = [m for m in found if not (m.rule.package and _names_own(m.text, self.packages))]
-                if kind == "build":
-                    found = self._structure(name, text, masked, found)
-                    if found:
-                        found = _without_messages(masked, found)
-                    if len(found) > 1 and not is_makefile(name) and not name.lower().endswith(_CMAKE_NAMES):
-                        found = _one_per_command(masked, found)
+                found = self._text_kind(kind, name, text)
                 if kind == "build" and "deps" in kinds:     # environment.yml: a line its dependency rules report
                     taken = {r[1] for r in raw}
                     found = [m for m in found if m.line not in taken]
                 raw += [(m.rule.id, m.line, m.col, m.text, m.ported, m.last) for m in found]
         return raw
+
+    def _text_kind(self, kind: str, name: str, text: str) -> list:
+        """The dependency ("deps") or build ("build") rules' matches in a file, comments and messages masked: not
+        the project's own name or packages; in build files the structured settings, one per continued command."""
+        masked = mask_hash_comments(text)
+        if kind == "build" and is_makefile(name):
+            masked = mask_make_messages(masked)
+        found = self.text.match(kind, name, masked)
+        if kind == "deps" and found and name.lower() in ("pyproject.toml", "setup.cfg"):
+            found = _without_own_name(masked, found)
+        if found and self.packages:
+            found = [m for m in found if not (m.rule.package and _names_own(m.text, self.packages))]
+        if kind != "build":
+            return found
+        found = self._structure(name, text, masked, found)
+        if found:
+            found = _without_messages(masked, found)
+        if len(found) > 1 and not is_makefile(name) and not name.lower().endswith(_CMAKE_NAMES):
+            found = _one_per_command(masked, found)
+        return found
 
     def _reads_as_cuda(self, text: str) -> bool:
         """Whether a C/C++ header or source is GPU code (CPP_CUDA_HINT), searched by RE2 where it reads the text

@@ -56,6 +56,16 @@ _FULL_MASK_NAME = re.compile(r"\b(\w*(?:mask|Mask|MASK)\w*)\s*=\s*0x[fF]{8}[uU]?
 _MASK_RULE = "cpp-warp-full-mask"
 
 
+def _mark_ported(found: list[TextMatch], masked: str, macros: PortMacros | None, header) -> None:
+    """Marks the findings inside the file's port branches, and uses of the names those branches alias to their
+    HIP twins (the alias ports a later use too)."""
+    ported = cpp_port_lines(masked, macros)
+    if ported:
+        twins = twins_pattern(n for n, side in header.aliases if side == "port")
+        for m in found:
+            m.ported = in_ranges(ported, m.line) or (twins is not None and bool(twins.match(m.text)))
+
+
 class CppRules:
     """The cpp rules, compiled: the dictionary part is built on first use (it reads torch's hipify tables)."""
 
@@ -95,12 +105,7 @@ class CppRules:
             if skip:
                 found = [m for m in found if not in_ranges(skip, m.line)]
         found = _one_per_statement(found, text, code, starts, self.exempt)
-        ported = cpp_port_lines(masked, macros or None)
-        if ported:
-            # names the port branches alias to their HIP twins: a later use is ported too (the alias does it)
-            twins = twins_pattern(n for n, side in header.aliases if side == "port")
-            for m in found:
-                m.ported = in_ranges(ported, m.line) or (twins is not None and bool(twins.match(m.text)))
+        _mark_ported(found, masked, macros or None, header)
         return found
 
     @property

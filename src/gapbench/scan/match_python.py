@@ -363,6 +363,22 @@ class _FileMatch:
                 reported.add((node.lineno, rule.id))
                 self._add(rule, node.lineno, node.col_offset, self._shown(node) or rule.id)
 
+    def _flag_names(self, node: ast.AST, rules: tuple, arch: tuple) -> list[tuple[ast.Name, tuple]]:
+        """(a name, the rules that may read it) where `node` fills a variable with flags or a capability list
+        (`flags = [...]`, `archs.append("8.0")`) or runs the command a name holds (`[nvcc_bin, "-V"]`)."""
+        if isinstance(node, ast.Assign) and _is_list_value(node.value):
+            targets = [t for t in node.targets if isinstance(t, ast.Name)]
+            names = [(t, rules) for t in targets] if self._holds_cuda_string(node.value) else []
+            return names + ([(t, arch) for t in targets] if _capability_list(node.value) else [])
+        if isinstance(node, ast.List) and node.elts and isinstance(node.elts[0], ast.Name) \
+                and isinstance(node.elts[0].ctx, ast.Load):
+            return [(node.elts[0], rules)]
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr in ("append", "extend", "insert") and isinstance(node.func.value, ast.Name) \
+                and node.args and (_capability_list(node.args[-1]) or _is_capability(node.args[-1])):
+            return [(node.func.value, arch)]
+        return []
+
     def _flag_variables(self) -> None:
         """Variables a build script fills with a compiler's flags or runs as a command (the python-name rules):
         `nvcc_flags = ["--use_fast_math", ...]`, `subprocess.check_output([nvcc_bin, "-V"])`."""
@@ -378,21 +394,7 @@ class _FileMatch:
             return
         reported = {(m.line, m.rule.id) for m in self.found}
         for node in _pruned_walk(self.tree, lines):
-            names: list[tuple[ast.Name, tuple]] = []
-            if isinstance(node, ast.Assign) and _is_list_value(node.value):
-                targets = [t for t in node.targets if isinstance(t, ast.Name)]
-                if self._holds_cuda_string(node.value):
-                    names += [(t, rules) for t in targets]
-                if _capability_list(node.value):
-                    names += [(t, arch) for t in targets]
-            elif isinstance(node, ast.List) and node.elts and isinstance(node.elts[0], ast.Name) \
-                    and isinstance(node.elts[0].ctx, ast.Load):
-                names = [(node.elts[0], rules)]
-            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                    and node.func.attr in ("append", "extend", "insert") and isinstance(node.func.value, ast.Name) \
-                    and node.args and (_capability_list(node.args[-1]) or _is_capability(node.args[-1])):
-                names = [(node.func.value, arch)]
-            for n, candidates in names:
+            for n, candidates in self._flag_names(node, rules, arch):
                 rule = next((r for r in candidates if r.regex.search(n.id)), None)
                 if rule is not None and (n.lineno, rule.id) not in reported:
                     reported.add((n.lineno, rule.id))

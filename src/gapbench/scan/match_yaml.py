@@ -151,6 +151,20 @@ class _Walk:
             self.flagged.add(line)
             self.facts.found.append(TextMatch(rule, line, col, _short(shown)))
 
+    def _job_keys(self, n, key: str, v) -> None:
+        """A job's runner, container, env and action inputs: runner groups and labels read as values, a job run on
+        another stack's runners or container is ported, values passed on from a matrix are no axis of their own."""
+        if key == "runs-on" and isinstance(v, yaml.MappingNode) and self.rules.values:
+            for k2, v2 in v.value:      # `runs-on: {group: aws-g4dn-2xlarge, labels: [...]}`
+                if isinstance(k2, yaml.ScalarNode) and k2.value in ("group", "labels"):
+                    self._values(k2, v2)
+        if (key == "runs-on" and _runs_on_port(v)) or (key == "container" and _container_port(v)):
+            self.facts.ported.append((_line(n), _last_line(n)))     # a job run on another stack's runners
+        if key == "env" and isinstance(v, yaml.MappingNode):
+            self._env_passed_on(v)
+        if key == "with" and isinstance(v, yaml.MappingNode) and _uses_local(n):
+            self._passed_on(v)
+
     def _mapping(self, n, ids: bool = False) -> None:
         """`ids`: the mapping's keys name jobs or services (`build-cuda-windows:`), they are no axis."""
         for k, v in n.value:
@@ -164,16 +178,7 @@ class _Walk:
             if key == "if" and isinstance(v, yaml.ScalarNode):
                 self._condition(n, k, v)
                 continue
-            if key == "runs-on" and isinstance(v, yaml.MappingNode) and self.rules.values:
-                for k2, v2 in v.value:      # `runs-on: {group: aws-g4dn-2xlarge, labels: [...]}`
-                    if isinstance(k2, yaml.ScalarNode) and k2.value in ("group", "labels"):
-                        self._values(k2, v2)
-            if (key == "runs-on" and _runs_on_port(v)) or (key == "container" and _container_port(v)):
-                self.facts.ported.append((_line(n), _last_line(n)))     # a job run on another stack's runners
-            if key == "env" and isinstance(v, yaml.MappingNode):
-                self._env_passed_on(v)
-            if key == "with" and isinstance(v, yaml.MappingNode) and _uses_local(n):
-                self._passed_on(v)
+            self._job_keys(n, key, v)
             if id(v) in self.seen_passed:
                 continue
             rule = None if ids else next((r for r in self.rules.keys if r.regex.search(key)), None)

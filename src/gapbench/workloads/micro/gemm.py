@@ -97,11 +97,16 @@ def plan(preset: str, accel: bool, dtypes: list[str], accums: tuple[str, ...] = 
         shapes, sweep = [], list(dtypes)
     else:
         raise ValueError(f"unknown preset {preset!r}")
-    out = [_variant(d, m, n, k, a) for d in dtypes for a in _accums_of(d, accums) for (m, n, k) in shapes]
+    out = [_variant(d, m, n, k, a) for d in dtypes for a in _accums_of(d, accums)
+           for (m, n, k) in (TINY_FP8 if preset == "tiny" and d == "fp8" else shapes)]
     out += [Variant({"dtype": d, "sweep": "max"} | ({"accum": a} if a else {}))
             for d in sweep for a in _accums_of(d, accums)]
     return shapes, out
 
+
+# the tiny preset's fp8 shape: torch's CPU scaled matmul (the test accelerator's fp8 path) is a reference loop of a
+# few tens of MFLOP/s where the CPU has no fp8 units, a second per 256³ call
+TINY_FP8 = [(64, 64, 64)]
 
 LISTED_NEEDS = ("the listed preset measures the shapes of --gemm-shapes MxNxK[,MxNxK]; none were given (`gapbench "
                 "assess` names a traced step's own)")
@@ -134,7 +139,7 @@ class Gemm(Workload):
                   "sweeps as a part of their own, with the sweep preset)",
         "fp8": "fp8 (e4m3) only: standard shapes and the sweep (the article's FP8 GEMM row)",
         "sweep": "only the max-achievable sweep, every dtype",
-        "tiny": "one 256³ matmul per dtype (tests)",
+        "tiny": "one 256³ matmul per dtype, fp8 64³ (tests)",
         "listed": "the shapes of --gemm-shapes per dtype (a model step's own: `gapbench assess` names them)",
     }
     default_preset = "quick"
