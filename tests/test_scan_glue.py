@@ -155,3 +155,34 @@ def test_packages_only_where_they_are_cuda_bound(report):
 
 def test_a_file_placed_for_another_stack_is_its_port(report):
     assert hits(report, "unfamiliar/backends/rocm/ops.py") == {(5, "py-torch-cuda-portable", True)}
+
+
+def test_triton_warp_counts_in_tables_and_heuristics(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "tuning/heuristics.py")}
+    assert {(6, "py-triton-config"), (7, "py-triton-config"),      # a heuristic named for num_warps returns them
+            (21, "py-triton-config"),                                # "num_warps": lambda args: 4
+            (28, "py-triton-config"),                                # a count derived from 32-wide warps
+            (33, "py-triton-jit-generated")} <= got                  # a kernel written by code generation
+    assert not {line for line, _ in got} & {11, 17, 20, 34}          # block sizes, the heuristic's name, plain code
+    assert {(line, rule) for line, rule, _ in hits(report, "tuning/tune_configs.yaml")} == {
+        (5, "build-triton-warps-table"), (10, "build-triton-warps-table")}
+
+
+def test_implicit_autocast_nvml_and_jit_builds_against_cuda(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "tuning/probes.py")}
+    assert {(12, "py-autocast-implicit-gpu"),                      # no device: CUDA's autocast state
+            (21, "py-nvml-call"), (23, "py-nvml-call"), (25, "py-nvml-call"),   # NVML through a helper's module
+            (29, "py-cuda-library-file"), (33, "py-cuda-library-file"),       # Jetson's release file, libcudart
+            (37, "py-load-inline-cuda")} <= got
+    lines = {line for line, _ in got}
+    assert not lines & {16, 41, 45}     # autocast of a device; a host-only JIT build; a signature probe
+
+
+def test_packages_and_installers_only_nvidia_has(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "tuning/quant.py")}
+    assert {(2, "py-import-cuda-kernel-package"), (6, "py-import-cuda-kernel-package")} <= got
+    assert not {line for line, _ in got} & {1, 10}      # bitsandbytes builds for CUDA, ROCm, XPU and the CPU
+    assert {line for line, _, _ in hits(report, "tuning/requirements-gpu.txt")} == {2, 3, 4}
+    assert (3, "build-cuda-packages") in {(line, rule) for line, rule, _ in hits(report, "tuning/install-toolkit.sh")}
+    assert (5, "build-ci-nvidia-value") in {(line, rule) for line, rule, _ in
+                                           hits(report, "tuning/.github/workflows/test.yml")}

@@ -77,11 +77,12 @@ def test_python_columns_point_at_the_code(report):
 def test_python_imports_of_nvidia_bound_packages(report):
     got = hits(report, "python/imports.py")
     assert got == {(2, "py-import-apex"), (3, "py-import-flash-attn"), (4, "py-import-xformers"),
-                   (5, "py-import-bitsandbytes"), (6, "py-import-tensorrt"), (7, "py-import-tensorrt"),
+                   (6, "py-import-tensorrt"), (7, "py-import-tensorrt"),
                    (8, "py-import-dali"), (9, "py-import-cupy"), (10, "py-import-pycuda"),
                    (11, "py-import-numba-cuda"), (12, "py-import-transformer-engine"),  # 13: import triton alone is portable (its kernels are findings)
                    (14, "py-import-deepspeed-ops"), (15, "py-import-vllm"), (16, "py-import-nvml")}
-    # 15 is vLLM's NCCL wrapper: vLLM itself builds for ROCm, XPU and TPU, so `import vllm` is none
+    # 15 is vLLM's NCCL wrapper: vLLM itself builds for ROCm, XPU and TPU, so `import vllm` is none; 5,
+    # bitsandbytes, builds for CUDA, ROCm, XPU and the CPU from one source: its import is none either
     # plain `import deepspeed`, `import numba`, `import numpy` (lines 17-19) are not lock-in
 
 

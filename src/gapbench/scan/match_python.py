@@ -198,7 +198,7 @@ class PythonRules:
 
     def _fallback_patterns(self) -> list[tuple[Rule | None, re.Pattern]]:
         out = []
-        names = sorted((n for n, r in self.attr.items() if not r.keyword), key=len, reverse=True)
+        names = sorted((n for n, r in self.attr.items() if not r.keyword and not r.bare), key=len, reverse=True)
         if names:   # one alternation, longest first, so the most specific name wins as in the AST matcher
             out.append((None, re.compile(r"(?<![\w.])(?:" + "|".join(map(re.escape, names)) + r")\b")))
         for mod, r in self.imports.items():
@@ -313,13 +313,19 @@ class _FileMatch:
         a kernel launch's (`kernel[grid](..., num_warps=8)`) stands with the kernel's own finding."""
         imported = {q.split(".")[0] for q in self.aliases.values()}
         watched = {r.keyword: r for m, r in self.rules.attr.items()
-                   if r.keyword and m.split(".")[0] in imported and r.keyword in self.text}
+                   if r.keyword and "|" not in r.keyword and m.split(".")[0] in imported and r.keyword in self.text}
         if not watched:
             return
-        rx = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(watched))) + r")\s*(?::[^=\n]{0,80})?=(?!=)")
+        words = "|".join(map(re.escape, sorted(watched)))
+        rx = re.compile(r"\b(?:" + words + r")\s*(?::[^=\n]{0,80})?=(?!=)|[\"'](?:" + words + r")[\"']\s*:"
+                        r"|\bdef\s+\w*(?:" + words + r")\w*\s*\(")
         reported = {(m.line, m.rule.id) for m in self.found}
         parents: dict[int, ast.AST] = {}
         for node in _pruned_walk(self.tree, _lines_of(rx, self.text, self.starts), parents):
+            for rule, value in _tuned_entries(node, watched):
+                if (value.lineno, rule.id) not in reported:
+                    reported.add((value.lineno, rule.id))
+                    self._add(rule, value.lineno, value.col_offset, ast.unparse(value))
             call = parents.get(id(node))
             if isinstance(node, ast.keyword) and isinstance(call, ast.Call) and isinstance(call.func, ast.Subscript):
                 continue
@@ -625,10 +631,12 @@ class _FileMatch:
         q = _qualify(dotted, self.aliases) if dotted else None
         if q:
             hit = self.rules.attr_hit(q)
-            if hit and hit[1].keyword:
+            if hit and (hit[1].keyword or hit[1].bare):
                 self.handled.add(id(f))
-                if any(k.arg == hit[1].keyword for k in node.keywords) or _names_source(node, hit[1].sources):
-                    self._add(hit[1], f.lineno, f.col_offset, dotted)
+                r = hit[1]
+                if (r.bare and not node.args and not node.keywords) or (r.keyword and (
+                        any(k.arg in r.keyword.split("|") for k in node.keywords) or _names_source(node, r.sources))):
+                    self._add(r, f.lineno, f.col_offset, dotted)
         if isinstance(f, ast.Attribute) and f.attr in self.rules.methods and id(f) not in self.handled:
             r = self.rules.methods[f.attr]
             if r.call and not q:
@@ -651,7 +659,7 @@ class _FileMatch:
         q = _qualify(dotted, self.aliases)
         if q:
             hit = self.rules.attr_hit(q)
-            if hit and not hit[1].keyword:
+            if hit and not hit[1].keyword and not hit[1].bare:
                 self._add(hit[1], node.lineno, node.col_offset, dotted)
             elif not hit and (used := self.rules._longest(self.rules.import_uses, q)) and self._is_use(node) \
                     and q.split(".")[0] not in self.own:
@@ -694,6 +702,9 @@ class _FileMatch:
             return not any(isinstance(c, ast.Constant) and c.value is None for c in (parent.left, *parent.comparators))
         if isinstance(parent, ast.Call) and node is not parent.func and isinstance(parent.func, ast.Name):
             return parent.func.id not in ("hasattr", "getattr", "isinstance", "issubclass", "id", "type", "bool")
+        if isinstance(parent, ast.Call) and node is not parent.func and (_dotted(parent.func) or "").startswith(
+                "inspect."):
+            return False    # `inspect.getfullargspec(X.forward)`: a probe of its signature, nothing run
         if isinstance(parent, ast.Attribute) and parent.attr in _NOT_USES:
             return False
         if isinstance(parent, ast.ExceptHandler) or (isinstance(parent, ast.Tuple)
@@ -875,10 +886,32 @@ def _bound_name(node: ast.AST) -> tuple[str | None, ast.AST | None]:
     return None, None
 
 
+def _tuned_entries(node: ast.AST, watched: dict) -> list[tuple[Rule, ast.AST]]:
+    """(rule, value) where a table or a heuristic sets a watched keyword to a tuned number: a dict entry
+    (`"num_warps": 4`, `"num_warps": lambda args: 8`), each number a function named for it returns
+    (`def softmax_heur_num_warps(args): ... return 8`)."""
+    out = []
+    if isinstance(node, ast.Dict):
+        for k, v in zip(node.keys, node.values, strict=True):
+            rule = watched.get(k.value) if isinstance(k, ast.Constant) and isinstance(k.value, str) else None
+            v = v.body if isinstance(v, ast.Lambda) else v
+            if rule is not None and _is_tuned(v):
+                out.append((rule, v))
+    elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        rule = next((r for w, r in watched.items() if w in node.name), None)
+        if rule is not None:
+            out += [(rule, n.value) for n in ast.walk(node) if isinstance(n, ast.Return) and _is_tuned(n.value)]
+    return out
+
+
 def _is_tuned(node: ast.AST | None) -> bool:
-    """A literal number, or a choice between literal numbers (`2 if block_n <= 64 else 4`)."""
+    """A literal number, a choice between literal numbers (`2 if block_n <= 64 else 4`), or a count derived from
+    a 32-wide warp (`min(16, BLOCK_SIZE // 32)`)."""
     if isinstance(node, ast.IfExp):     # one chosen by a port test holds each stack's number: ported
         return _is_number(node.body) and _is_number(node.orelse) and not tests_port(node.test)
+    if isinstance(node, (ast.Call, ast.BinOp)):
+        return any(isinstance(n, ast.BinOp) and isinstance(n.op, (ast.FloorDiv, ast.Div)) and _is_number(n.right)
+                   and n.right.value == 32 for n in ast.walk(node))
     return _is_number(node)
 
 

@@ -65,8 +65,9 @@ class Rule:
     verdicts: dict[str, str]
     match: tuple[str, ...] = ()          # dotted names (python-attr/-import) or attribute names (python-method)
     pattern: str = ""                    # regex (python-string and text kinds)
-    keyword: str = ""                    # python-attr: only calls that pass this keyword
+    keyword: str = ""                    # python-attr: only calls that pass this keyword (or one of a|b)
     sources: tuple[str, ...] = ()        # python-attr with keyword: or calls naming a file with one of these endings
+    bare: bool = False                   # python-attr: only calls with no argument (the device left implicit)
     call: bool = True                    # python-method: only when called
     files: tuple[str, ...] = ()          # text kinds: only files whose name matches one of these globs
     hint: tuple[str, ...] = ()           # the rule is tried only where one of these substrings occurs
@@ -155,7 +156,7 @@ def _rule_from_table(t: dict, where: str) -> Rule:
     return Rule(id=rid, kinds=kinds, message=t["message"].strip(), fix=t["fix"].strip(),
                 reference=t["reference"].strip(), verdicts=dict(verdicts), match=match, pattern=pattern,
                 keyword=t.get("keyword", ""), sources=_as_tuple(t.get("sources"), f"{where}: sources"),
-                call=bool(t.get("call", True)),
+                call=bool(t.get("call", True)), bare=bool(t.get("bare", False)),
                 files=_as_tuple(t.get("files"), f"{where}: files"), hint=_as_tuple(t.get("hint"), f"{where}: hint"),
                 group=str(t.get("group", "")), api=api, no_hip=t.get("no_hip", ""), uses=bool(t.get("uses", False)),
                 each=bool(t.get("each", False)), fallback=bool(t.get("fallback", False)),
