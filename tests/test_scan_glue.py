@@ -130,7 +130,7 @@ def test_ci_runners_images_and_the_rows_that_choose_cuda(report):
     got = hits(report, "unfamiliar/.github/workflows/gpu.yml")
     assert {(6, "build-ci-nvidia-value", False), (8, "build-cuda-image", False),
             (15, "build-ci-nvidia-value", False), (19, "build-ci-nvidia-value", False)} <= got
-    assert (27, "build-cuda-variable", True) in got      # in a job run in a ROCm container
+    assert any(line == 27 and ported for line, _, ported in got)     # in a job run in a ROCm container
     # not: an env value passing the matrix on (10), a job named for its GPU that another needs (14)
     assert not {line for line, _, _ in got} & {10, 14}
 
@@ -186,3 +186,26 @@ def test_packages_and_installers_only_nvidia_has(report):
     assert (3, "build-cuda-packages") in {(line, rule) for line, rule, _ in hits(report, "tuning/install-toolkit.sh")}
     assert (5, "build-ci-nvidia-value") in {(line, rule) for line, rule, _ in
                                            hits(report, "tuning/.github/workflows/test.yml")}
+
+
+def test_images_and_cuda_tags_in_build_matrices_and_scripts(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "tuning/build_matrix.yaml")}
+    assert {(1, "build-cuda-image-reference"), (3, "build-cuda-image-reference"),
+            (7, "build-cuda-image-reference")} <= got                # the base image, a cu126 name and tag
+    assert not {line for line, _ in got} & {4, 8, 9, 10}             # empty overrides, the CPU row
+    got = {(line, rule) for line, rule, _ in hits(report, "tuning/build_wheels.sh")}
+    assert got == {(6, "build-cuda-wheel-tag-argument"), (7, "build-cuda-wheel-tag-argument")}
+
+
+def test_patched_cuda_apis_nccl_by_any_name_and_names_compared(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "tuning/test_devices.py")}
+    assert {(5, "py-nccl-backend"), (8, "py-torch-cuda-name-string"), (14, "py-nccl-backend"),
+            (15, "py-nccl-backend")} <= got
+    assert not any(line == 19 for line, _ in got)       # a configured path picked by its name
+
+
+def test_hopper_warpgroup_mma(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "tuning/wgmma_helpers.cuh")}
+    assert {(6, "cpp-tensor-core"), (7, "cpp-tensor-core"), (8, "cpp-tensor-core"), (10, "cpp-tensor-core"),
+            (11, "cpp-tensor-core")} <= got
+    assert not any(line == 12 for line, _ in got)

@@ -215,7 +215,8 @@ class Matcher:
         facts = self.yaml.facts(text)
         if facts is None:
             return found
-        found = [m for m in found if m.line not in facts.quiet]
+        read = {m.line for m in facts.found}     # a fallback rule's line the structure reads gets the structure's
+        found = [m for m in found if m.line not in facts.quiet and not (m.rule.fallback and m.line in read)]
         lines = {m.line for m in found}
         found += [m for m in facts.found if m.line not in lines]
         if facts.ported:

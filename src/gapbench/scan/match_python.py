@@ -726,8 +726,9 @@ class _FileMatch:
             return
         if node.value.replace("-", "_") in self.packages or self._in_annotation(node):
             return      # the project's own name (PACKAGE_NAME = "mylib"), a type (Literal["cuda", "rocm"])
+        compared = isinstance(self.parents.get(id(node)), ast.Compare)
         for r in self.strings:
-            if r.regex.search(node.value):
+            if r.regex.search(node.value) and not (compared and r.id in _NOT_COMPARED):
                 self._add(r, node.lineno, node.col_offset, repr(node.value))
 
 
@@ -920,6 +921,9 @@ def _is_number(node: ast.AST | None) -> bool:
 
 
 _CONSTANT = re.compile(r"[A-Z][A-Z0-9_]*")
+# string rules a comparison is no finding of: `if ATTENTION == "flashinfer":` picks a configured path by its name,
+# it does not check for or install the package
+_NOT_COMPARED = frozenset({"py-requirement-cuda-package"})
 _NOT_USES = frozenset({"__version__", "version", "__file__", "__name__", "__spec__", "__path__", "VERSION"})
 
 
