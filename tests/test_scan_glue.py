@@ -209,3 +209,12 @@ def test_hopper_warpgroup_mma(report):
     assert {(6, "cpp-tensor-core"), (7, "cpp-tensor-core"), (8, "cpp-tensor-core"), (10, "cpp-tensor-core"),
             (11, "cpp-tensor-core")} <= got
     assert not any(line == 12 for line, _ in got)
+
+
+def test_cuda_test_markers_legacy_headers_and_masks_by_convention(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "tuning/test_markers.py")}
+    assert got == {(4, "py-cuda-test-marker")}                       # not @RunIf(min_gpus=1)
+    got = {(line, rule) for line, rule, _ in hits(report, "tuning/reduce.cu")}
+    assert {(1, "cpp-cuda-header"), (2, "cpp-warp-full-mask"), (6, "cpp-warp-full-mask"), (7, "cpp-warp-full-mask"),
+            (14, "cpp-warp-size-arith")} <= got
+    assert not any(line == 13 for line, _ in got)

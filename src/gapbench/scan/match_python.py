@@ -627,6 +627,8 @@ class _FileMatch:
 
     def _call(self, node: ast.Call) -> None:
         f = node.func
+        if node.keywords and "python-decorator-keyword" in self.rules.structural:
+            self._decorator_keywords(node)
         dotted = _dotted(f)
         q = _qualify(dotted, self.aliases) if dotted else None
         if q:
@@ -642,6 +644,18 @@ class _FileMatch:
             if r.call and not q:
                 self.handled.add(id(f))
                 self._add(r, f.end_lineno, f.end_col_offset - len(f.attr), f".{f.attr}()")
+
+    def _decorator_keywords(self, node: ast.Call) -> None:
+        """A decorator call whose keyword names CUDA (`@RunIf(min_cuda_gpus=2)`): a test kept to CUDA machines."""
+        parent = self.parents.get(id(node))
+        if not isinstance(parent, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                or not any(d is node for d in parent.decorator_list):
+            return
+        for rule in self.rules.structural["python-decorator-keyword"]:
+            k = next((k for k in node.keywords if k.arg and rule.regex.search(k.arg)), None)
+            if k is not None:
+                self._add(rule, node.lineno, node.col_offset, f"{k.arg}=")
+                return
 
     def _name(self, node: ast.Attribute | ast.Name) -> None:
         dotted = _dotted(node)

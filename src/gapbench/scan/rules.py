@@ -46,10 +46,11 @@ STRUCTURES = {
                    "(`nvcc_flags = [...]`), or run as a command's first word (`[nvcc_bin, '-V']`)",
     "python-extension": "a Python call building a CUDA extension (its dotted name): the extension's imports and "
                         "uses anywhere in the tree are findings",
+    "python-decorator-keyword": "the keyword names of a call used as a decorator (`@RunIf(min_cuda_gpus=2)`)",
 }
 _STRUCTURE_KIND = {"python-compare": "python-string", "python-call": "python-string",
                    "python-extension": "python-string", "python-name": "python-string",
-                   "python-arch-list": "python-string"}
+                   "python-arch-list": "python-string", "python-decorator-keyword": "python-string"}
 DEFAULT_RULES = Path(__file__).with_name("rules.toml")
 NO_HIP_SUFFIX = "-no-hip"
 MAX_RULES_BYTES = 4 * 2**20    # the packaged rules are about 60 KiB
