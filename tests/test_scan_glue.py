@@ -218,3 +218,19 @@ def test_cuda_test_markers_legacy_headers_and_masks_by_convention(report):
     assert {(1, "cpp-cuda-header"), (2, "cpp-warp-full-mask"), (6, "cpp-warp-full-mask"), (7, "cpp-warp-full-mask"),
             (14, "cpp-warp-size-arith")} <= got
     assert not any(line == 13 for line, _ in got)
+
+
+def test_nvtx_transformer_engines_extension_grouped_gemm_and_a_split_import(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "tuning/profiling.py")}
+    assert {(1, "py-import-nvtx"), (12, "py-import-nvtx"), (7, "py-import-transformer-engine"),
+            (24, "py-import-transformer-engine"), (8, "py-import-cuda-kernel-package"),
+            (28, "py-import-cuda-kernel-package"),
+            (2, "py-import-nvml"), (17, "py-import-nvml")} <= got
+    assert not {line for line, _ in got} & {3, 4, 18}   # the names of `from pynvml import (` over lines: one edit
+
+
+def test_one_warp_blocks_and_gdrcopy(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "tuning/launch.cu")}
+    assert {(4, "cpp-warp-size-arith"), (6, "cpp-warp-size-arith")} <= got
+    assert not {line for line, _ in got} & {5, 7}       # a grid of 128-wide tiles; a matrix rounded up to 32 rows
+    assert {line for line, _, _ in hits(report, "tuning/Dockerfile.rdma")} == {2}

@@ -579,6 +579,8 @@ class _FileMatch:
             line, col = node.lineno, node.col_offset
             if not any(k in a.name.lower() for k in _KEY_PARTS):
                 self.via_module.add(a.asname or a.name)
+        elif package and isinstance(node, ast.ImportFrom):
+            line, col = node.lineno, node.col_offset    # `from pynvml import (` over lines: one edit, at its head
         else:
             line, col = a.lineno, a.col_offset
         if (line, hit[1].id) not in reported:
