@@ -234,3 +234,11 @@ def test_one_warp_blocks_and_gdrcopy(report):
     assert {(4, "cpp-warp-size-arith"), (6, "cpp-warp-size-arith")} <= got
     assert not {line for line, _ in got} & {5, 7}       # a grid of 128-wide tiles; a matrix rounded up to 32 rows
     assert {line for line, _, _ in hits(report, "tuning/Dockerfile.rdma")} == {2}
+
+
+def test_sm_number_lists_nccl_wrappers_and_a_cuda_availability_helper(report):
+    got = {(line, rule) for line, rule, _ in hits(report, "tuning/wrappers.py")}
+    assert {(3, "py-cuda-arch-list"),                                # SM numbers, not "8.0" strings
+            (10, "py-cuda-availability-helper"),
+            (18, "py-nccl-call"), (21, "py-nccl-call")} <= got      # libnccl through a ctypes wrapper
+    assert not {line for line, _ in got} & {4, 8}       # three delays are no capability list; an NPU test

@@ -393,8 +393,10 @@ class _FileMatch:
         hinted = tuple({h for r in rules for h in r.hint})
         lines = _lines_with(hinted, self.text, self.starts) if hinted else []
         arch_hints = tuple({h for r in arch for h in r.hint})
-        if arch_hints and _CAPABILITY_STRING.search(self.text):     # a capability is written as a string
-            capable = set(_lines_of(_CAPABILITY_STRING, self.text, self.starts))
+        if arch_hints and (_CAPABILITY_STRING.search(self.text) or _SM_LIST.search(self.text)):
+            # a capability written as a string, or a list of SM numbers
+            capable = set(_lines_of(_CAPABILITY_STRING, self.text, self.starts)) | set(
+                _lines_of(_SM_LIST, self.text, self.starts))
             lines = sorted(set(lines) | capable.intersection(_lines_with(arch_hints, self.text, self.starts)))
         if not lines:
             return
@@ -785,11 +787,29 @@ def _is_capability(node: ast.AST) -> bool:
     return isinstance(node, ast.Constant) and isinstance(node.value, str) and bool(_CAPABILITY.fullmatch(node.value))
 
 
+# NVIDIA's compute capabilities written as SM numbers (`[70, 75, 80]`, `["80", "86", "120a"]`)
+_SM_NUMBERS = frozenset({20, 21, 30, 32, 35, 37, 50, 52, 53, 60, 61, 62, 70, 72, 75, 80, 86, 87, 89, 90, 100, 101, 103,
+                         110, 120, 121})
+_SM_LIST = re.compile(r"""[\[(]\s*(?:["']?\d{2,3}[af]?["']?\s*,\s*){2,}""")
+
+
+def _is_sm(node: ast.AST) -> bool:
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        return node.value in _SM_NUMBERS
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        m = re.fullmatch(r"(\d{2,3})[af]?", node.value)
+        return m is not None and int(m.group(1)) in _SM_NUMBERS
+    return False
+
+
 def _capability_list(node: ast.AST) -> bool:
-    """A list of two or more compute capabilities (`["7.0", "7.5", "8.0"]`), possibly joined with more."""
+    """A list of two or more compute capabilities (`["7.0", "7.5", "8.0"]`), or of three or more SM numbers
+    (`[70, 75, 80]`), possibly joined with more."""
     while isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
         node = node.left
-    return isinstance(node, (ast.List, ast.Tuple)) and len(node.elts) >= 2 and all(map(_is_capability, node.elts))
+    if not isinstance(node, (ast.List, ast.Tuple)) or len(node.elts) < 2:
+        return False
+    return all(map(_is_capability, node.elts)) or (len(node.elts) >= 3 and all(map(_is_sm, node.elts)))
 
 
 def _is_list_value(node: ast.AST) -> bool:
