@@ -3,8 +3,11 @@ macros and types in headers that include no CUDA header themselves, PyTorch's st
 through a parameter, the flags and probes of a setup script, CI expressions choosing CUDA, and imports that both
 sides of a port conditional make."""
 
+from pathlib import Path
+
 import pytest
 
+from gapbench.scan import scan
 from scan_kinds import hits, kinds_report
 
 
@@ -242,3 +245,10 @@ def test_sm_number_lists_nccl_wrappers_and_a_cuda_availability_helper(report):
             (10, "py-cuda-availability-helper"),
             (18, "py-nccl-call"), (21, "py-nccl-call")} <= got      # libnccl through a ctypes wrapper
     assert not {line for line, _ in got} & {4, 8}       # three delays are no capability list; an NPU test
+
+
+def test_the_projects_own_package_and_a_file_named_for_cuda_versions():
+    own = scan(Path(__file__).parent / "fixtures" / "scan_ownpkg", jobs=1)   # scanned at its root, as a repository
+    # flashinfer's own pyproject: its package's name is no dependency on FlashInfer; tensorrt is
+    assert {(line, rule) for line, rule, _ in hits(own, "pyproject.toml")} == {(4, "deps-nvidia-only-package")}
+    assert not hits(own, ".github/workflows/images.yml")    # ci/cuda-versions.json is a file's name
