@@ -201,7 +201,7 @@ def test_images_and_cuda_tags_in_build_matrices_and_scripts(report):
 
 
 def test_patched_cuda_apis_nccl_by_any_name_and_names_compared(report):
-    got = {(line, rule) for line, rule, _ in hits(report, "tuning/test_devices.py")}
+    got = {(line, rule) for line, rule, _ in hits(report, "tuning/devices_probe.py")}
     assert {(5, "py-nccl-backend"), (8, "py-torch-cuda-name-string"), (14, "py-nccl-backend"),
             (15, "py-nccl-backend")} <= got
     assert not any(line == 19 for line, _ in got)       # a configured path picked by its name
@@ -215,7 +215,7 @@ def test_hopper_warpgroup_mma(report):
 
 
 def test_cuda_test_markers_legacy_headers_and_masks_by_convention(report):
-    got = {(line, rule) for line, rule, _ in hits(report, "tuning/test_markers.py")}
+    got = {(line, rule) for line, rule, _ in hits(report, "tuning/gpu_markers.py")}
     assert got == {(4, "py-cuda-test-marker")}                       # not @RunIf(min_gpus=1)
     got = {(line, rule) for line, rule, _ in hits(report, "tuning/reduce.cu")}
     assert {(1, "cpp-cuda-header"), (2, "cpp-warp-full-mask"), (6, "cpp-warp-full-mask"), (7, "cpp-warp-full-mask"),

@@ -718,11 +718,8 @@ class _FileMatch:
             return False    # `ext_c = ext`: another name for it, used where that name is
         if isinstance(parent, ast.Compare):
             return not any(isinstance(c, ast.Constant) and c.value is None for c in (parent.left, *parent.comparators))
-        if isinstance(parent, ast.Call) and node is not parent.func and isinstance(parent.func, ast.Name):
-            return parent.func.id not in ("hasattr", "getattr", "isinstance", "issubclass", "id", "type", "bool")
-        if isinstance(parent, ast.Call) and node is not parent.func and (_dotted(parent.func) or "").startswith(
-                "inspect."):
-            return False    # `inspect.getfullargspec(X.forward)`: a probe of its signature, nothing run
+        if isinstance(parent, ast.Call) and node is not parent.func:
+            return not _asks_about(parent)
         if isinstance(parent, ast.Attribute) and parent.attr in _NOT_USES:
             return False
         if isinstance(parent, ast.ExceptHandler) or (isinstance(parent, ast.Tuple)
@@ -910,6 +907,14 @@ def _annotation_of(parent: ast.AST, node: ast.AST) -> bool:
     if isinstance(parent, (ast.arg, ast.AnnAssign)):
         return parent.annotation is node
     return False
+
+
+def _asks_about(call: ast.Call) -> bool:
+    """A call that only asks about its argument: `hasattr(X, ...)`, `isinstance(y, X)`, a signature probe
+    (`inspect.getfullargspec(X.forward)`); any other call given X passes it on, a use."""
+    if isinstance(call.func, ast.Name):
+        return call.func.id in ("hasattr", "getattr", "isinstance", "issubclass", "id", "type", "bool")
+    return (_dotted(call.func) or "").startswith("inspect.")
 
 
 def _bound_name(node: ast.AST) -> tuple[str | None, ast.AST | None]:
