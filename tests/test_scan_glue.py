@@ -11,13 +11,18 @@ from gapbench.scan import scan
 from scan_kinds import hits, kinds_report
 
 
+def pairs(report, path):
+    """(line, rule) of each finding in one file."""
+    return {(line, rule) for line, rule, _ in hits(report, path)}
+
+
 @pytest.fixture(scope="module")
 def report():
     return kinds_report()
 
 
 def test_cutlass_macros_and_types_in_a_header_of_the_project(report):
-    got = {(line, rule) for line, rule, _ in hits(report, "kernels2/tile_sort.h")}
+    got = pairs(report, "kernels2/tile_sort.h")
     # uint2b_t, CUTLASS_HOST_DEVICE, CUTLASS_DEVICE, cutlass::ceil_div, CUTLASS_PRAGMA_UNROLL
     assert {(6, "cpp-cutlass"), (7, "cpp-cutlass"), (8, "cpp-cutlass"), (9, "cpp-cutlass"),
             (10, "cpp-cutlass")} <= got
@@ -25,19 +30,19 @@ def test_cutlass_macros_and_types_in_a_header_of_the_project(report):
 
 
 def test_the_stable_abi_and_the_cuda_dispatch_key(report):
-    got = {(line, rule) for line, rule, _ in hits(report, "kernels2/stable_ops.cu")}
+    got = pairs(report, "kernels2/stable_ops.cu")
     assert {(7, "cpp-torch-cuda"), (10, "cpp-torch-cuda"), (18, "cpp-torch-cuda")} <= got
     assert not {line for line, _ in got} & {14, 15}          # operators registered for the CPU
 
 
 def test_a_full_warp_mask_through_a_parameter(report):
-    got = {(line, rule) for line, rule, _ in hits(report, "kernels2/shfl_mask.cuh")}
+    got = pairs(report, "kernels2/shfl_mask.cuh")
     assert {(3, "cpp-warp-full-mask"), (4, "cpp-warp-full-mask")} <= got
     assert not {line for line, _ in got} & {9, 10}           # the active lanes' mask is no assumption
 
 
 def test_a_setup_scripts_flags_probes_and_paths(report):
-    got = {(line, rule) for line, rule, _ in hits(report, "buildglue/setup.py")}
+    got = pairs(report, "buildglue/setup.py")
     assert {(13, "py-nvcc-variable"),           # [nvcc_bin, "-V"]: the toolkit run for its version
             (21, "py-nvidia-library-path"),     # third_party/cutlass/include located
             (22, "py-cuda-header-name"),        # a CUDA header looked for by name
@@ -94,7 +99,7 @@ def test_warp_width_from_the_block_size_and_per_warp_names(report):
 
 
 def test_any_inline_assembly_and_pytorchs_cuda_glue(report):
-    got = {(line, rule) for line, rule, _ in hits(report, "unfamiliar/asm_and_glue.cu")}
+    got = pairs(report, "unfamiliar/asm_and_glue.cu")
     assert {(9, "cpp-inline-ptx"), (10, "cpp-inline-ptx")} <= got      # a memory operand; the string a line on
     assert {(2, "cpp-torch-cuda"), (16, "cpp-torch-cuda"), (18, "cpp-torch-cuda")} <= got
     assert {(3, "cpp-cub"), (4, "cpp-cuda-header"), (20, "cpp-cuda-arch-macro"), (23, "cpp-cuda-arch-macro")} <= got
@@ -102,7 +107,7 @@ def test_any_inline_assembly_and_pytorchs_cuda_glue(report):
 
 
 def test_binding_code_that_includes_no_cuda_header(report):
-    got = {(line, rule) for line, rule, _ in hits(report, "unfamiliar/binding.cpp")}
+    got = pairs(report, "unfamiliar/binding.cpp")
     assert {(3, "cpp-torch-cuda"), (6, "cpp-capability-gate"), (11, "cpp-torch-cuda")} <= got
 
 
@@ -113,7 +118,7 @@ def test_cute_names_read_bare_and_one_declaration_over_lines(report):
 
 
 def test_container_images_conda_installers_and_continued_commands(report):
-    got = {(line, rule) for line, rule, _ in hits(report, "unfamiliar/Dockerfile")}
+    got = pairs(report, "unfamiliar/Dockerfile")
     assert {(1, "build-cuda-image"), (2, "build-conda-cuda"), (3, "build-cuda-kernel-source"),
             (4, "build-cuda-kernel-source"), (6, "build-cuda-installer"), (7, "build-cuda-installer"),
             (8, "build-cuda-variable"), (9, "build-cuda-variable"), (11, "build-cuda-variable"),
@@ -123,7 +128,7 @@ def test_container_images_conda_installers_and_continued_commands(report):
 
 
 def test_shell_switches_tags_and_nvidia_tools(report):
-    got = {(line, rule) for line, rule, _ in hits(report, "unfamiliar/build_env.sh")}
+    got = pairs(report, "unfamiliar/build_env.sh")
     assert {(2, "build-cuda-variable"), (3, "build-cuda-variable"), (4, "build-shell-cuda-branch"),
             (10, "build-nvidia-tool"), (11, "build-nvidia-tool")} <= got
     assert not {line for line, _ in got} & {5, 7, 8}        # a message; the keys of a table read
@@ -139,7 +144,7 @@ def test_ci_runners_images_and_the_rows_that_choose_cuda(report):
 
 
 def test_build_helpers_in_python(report):
-    got = {(line, rule) for line, rule, _ in hits(report, "unfamiliar/pkg_build.py")}
+    got = pairs(report, "unfamiliar/pkg_build.py")
     assert {(9, "py-cuda-wheel-tag"), (10, "build-conda-cuda"), (11, "py-cuda-arch-list"),
             (12, "py-cuda-arch-list"), (13, "build-nvcc"), (14, "py-nvcc-flag"), (15, "py-nvidia-library-path"),
             (16, "py-nvidia-library-path"), (17, "py-nvidia-library-path"), (18, "py-cuda-feature-switch"),
@@ -150,7 +155,7 @@ def test_build_helpers_in_python(report):
 
 
 def test_packages_only_where_they_are_cuda_bound(report):
-    got = {(line, rule) for line, rule, _ in hits(report, "unfamiliar/engines.py")}
+    got = pairs(report, "unfamiliar/engines.py")
     assert {(1, "py-import-cuda-kernel-package"), (3, "py-import-vllm"), (5, "py-requirement-cuda-package"),
             (9, "py-import-vllm"), (10, "py-import-cuda-kernel-package")} <= got
     assert not any(line == 2 for line, _ in got)           # vLLM itself builds for ROCm, XPU and TPU
@@ -161,18 +166,18 @@ def test_a_file_placed_for_another_stack_is_its_port(report):
 
 
 def test_triton_warp_counts_in_tables_and_heuristics(report):
-    got = {(line, rule) for line, rule, _ in hits(report, "tuning/heuristics.py")}
+    got = pairs(report, "tuning/heuristics.py")
     assert {(6, "py-triton-config"), (7, "py-triton-config"),      # a heuristic named for num_warps returns them
             (21, "py-triton-config"),                                # "num_warps": lambda args: 4
             (28, "py-triton-config"),                                # a count derived from 32-wide warps
             (33, "py-triton-jit-generated")} <= got                  # a kernel written by code generation
     assert not {line for line, _ in got} & {11, 17, 20, 34}          # block sizes, the heuristic's name, plain code
-    assert {(line, rule) for line, rule, _ in hits(report, "tuning/tune_configs.yaml")} == {
+    assert pairs(report, "tuning/tune_configs.yaml") == {
         (5, "build-triton-warps-table"), (10, "build-triton-warps-table")}
 
 
 def test_implicit_autocast_nvml_and_jit_builds_against_cuda(report):
-    got = {(line, rule) for line, rule, _ in hits(report, "tuning/probes.py")}
+    got = pairs(report, "tuning/probes.py")
     assert {(12, "py-autocast-implicit-gpu"),                      # no device: CUDA's autocast state
             (21, "py-nvml-call"), (23, "py-nvml-call"), (25, "py-nvml-call"),   # NVML through a helper's module
             (29, "py-cuda-library-file"), (33, "py-cuda-library-file"),       # Jetson's release file, libcudart
@@ -182,49 +187,48 @@ def test_implicit_autocast_nvml_and_jit_builds_against_cuda(report):
 
 
 def test_packages_and_installers_only_nvidia_has(report):
-    got = {(line, rule) for line, rule, _ in hits(report, "tuning/quant.py")}
+    got = pairs(report, "tuning/quant.py")
     assert {(2, "py-import-cuda-kernel-package"), (6, "py-import-cuda-kernel-package")} <= got
     assert not {line for line, _ in got} & {1, 10}      # bitsandbytes builds for CUDA, ROCm, XPU and the CPU
     assert {line for line, _, _ in hits(report, "tuning/requirements-gpu.txt")} == {2, 3, 4}
-    assert (3, "build-cuda-packages") in {(line, rule) for line, rule, _ in hits(report, "tuning/install-toolkit.sh")}
-    assert (5, "build-ci-nvidia-value") in {(line, rule) for line, rule, _ in
-                                           hits(report, "tuning/.github/workflows/test.yml")}
+    assert (3, "build-cuda-packages") in pairs(report, "tuning/install-toolkit.sh")
+    assert (5, "build-ci-nvidia-value") in pairs(report, "tuning/.github/workflows/test.yml")
 
 
 def test_images_and_cuda_tags_in_build_matrices_and_scripts(report):
-    got = {(line, rule) for line, rule, _ in hits(report, "tuning/build_matrix.yaml")}
+    got = pairs(report, "tuning/build_matrix.yaml")
     assert {(1, "build-cuda-image-reference"), (3, "build-cuda-image-reference"),
             (7, "build-cuda-image-reference")} <= got                # the base image, a cu126 name and tag
     assert not {line for line, _ in got} & {4, 8, 9, 10}             # empty overrides, the CPU row
-    got = {(line, rule) for line, rule, _ in hits(report, "tuning/build_wheels.sh")}
+    got = pairs(report, "tuning/build_wheels.sh")
     assert got == {(6, "build-cuda-wheel-tag-argument"), (7, "build-cuda-wheel-tag-argument")}
 
 
 def test_patched_cuda_apis_nccl_by_any_name_and_names_compared(report):
-    got = {(line, rule) for line, rule, _ in hits(report, "tuning/devices_probe.py")}
+    got = pairs(report, "tuning/devices_probe.py")
     assert {(5, "py-nccl-backend"), (8, "py-torch-cuda-name-string"), (14, "py-nccl-backend"),
             (15, "py-nccl-backend")} <= got
     assert not any(line == 19 for line, _ in got)       # a configured path picked by its name
 
 
 def test_hopper_warpgroup_mma(report):
-    got = {(line, rule) for line, rule, _ in hits(report, "tuning/wgmma_helpers.cuh")}
+    got = pairs(report, "tuning/wgmma_helpers.cuh")
     assert {(6, "cpp-tensor-core"), (7, "cpp-tensor-core"), (8, "cpp-tensor-core"), (10, "cpp-tensor-core"),
             (11, "cpp-tensor-core")} <= got
     assert not any(line == 12 for line, _ in got)
 
 
 def test_cuda_test_markers_legacy_headers_and_masks_by_convention(report):
-    got = {(line, rule) for line, rule, _ in hits(report, "tuning/gpu_markers.py")}
+    got = pairs(report, "tuning/gpu_markers.py")
     assert got == {(4, "py-cuda-test-marker")}                       # not @RunIf(min_gpus=1)
-    got = {(line, rule) for line, rule, _ in hits(report, "tuning/reduce.cu")}
+    got = pairs(report, "tuning/reduce.cu")
     assert {(1, "cpp-cuda-header"), (2, "cpp-warp-full-mask"), (6, "cpp-warp-full-mask"), (7, "cpp-warp-full-mask"),
             (14, "cpp-warp-size-arith")} <= got
     assert not any(line == 13 for line, _ in got)
 
 
 def test_nvtx_transformer_engines_extension_grouped_gemm_and_a_split_import(report):
-    got = {(line, rule) for line, rule, _ in hits(report, "tuning/profiling.py")}
+    got = pairs(report, "tuning/profiling.py")
     assert {(1, "py-import-nvtx"), (12, "py-import-nvtx"), (7, "py-import-transformer-engine"),
             (24, "py-import-transformer-engine"), (8, "py-import-cuda-kernel-package"),
             (28, "py-import-cuda-kernel-package"),
@@ -233,14 +237,14 @@ def test_nvtx_transformer_engines_extension_grouped_gemm_and_a_split_import(repo
 
 
 def test_one_warp_blocks_and_gdrcopy(report):
-    got = {(line, rule) for line, rule, _ in hits(report, "tuning/launch.cu")}
+    got = pairs(report, "tuning/launch.cu")
     assert {(4, "cpp-warp-size-arith"), (6, "cpp-warp-size-arith")} <= got
     assert not {line for line, _ in got} & {5, 7}       # a grid of 128-wide tiles; a matrix rounded up to 32 rows
     assert {line for line, _, _ in hits(report, "tuning/Dockerfile.rdma")} == {2}
 
 
 def test_sm_number_lists_nccl_wrappers_and_a_cuda_availability_helper(report):
-    got = {(line, rule) for line, rule, _ in hits(report, "tuning/wrappers.py")}
+    got = pairs(report, "tuning/wrappers.py")
     assert {(3, "py-cuda-arch-list"),                                # SM numbers, not "8.0" strings
             (10, "py-cuda-availability-helper"),
             (18, "py-nccl-call"), (21, "py-nccl-call")} <= got      # libnccl through a ctypes wrapper
@@ -250,5 +254,5 @@ def test_sm_number_lists_nccl_wrappers_and_a_cuda_availability_helper(report):
 def test_the_projects_own_package_and_a_file_named_for_cuda_versions():
     own = scan(Path(__file__).parent / "fixtures" / "scan_ownpkg", jobs=1)   # scanned at its root, as a repository
     # flashinfer's own pyproject: its package's name is no dependency on FlashInfer; tensorrt is
-    assert {(line, rule) for line, rule, _ in hits(own, "pyproject.toml")} == {(4, "deps-nvidia-only-package")}
+    assert pairs(own, "pyproject.toml") == {(4, "deps-nvidia-only-package")}
     assert not hits(own, ".github/workflows/images.yml")    # ci/cuda-versions.json is a file's name

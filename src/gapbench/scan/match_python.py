@@ -313,7 +313,7 @@ class _FileMatch:
         a kernel launch's (`kernel[grid](..., num_warps=8)`) stands with the kernel's own finding."""
         imported = {q.split(".")[0] for q in self.aliases.values()}
         watched = {r.keyword: r for m, r in self.rules.attr.items()
-                   if r.keyword and "|" not in r.keyword and m.split(".")[0] in imported and r.keyword in self.text}
+                   if len(r.keywords) == 1 and m.split(".")[0] in imported and r.keyword in self.text}
         if not watched:
             return
         words = "|".join(map(re.escape, sorted(watched)))
@@ -429,7 +429,7 @@ class _FileMatch:
         merged = collapse(items, lambda it: spans.get(it[1]), self.rules.exempt, self.lines)
         around = _pruned_walk(self.tree, lines)     # every node around a finding
         ported = python_port_lines(around)
-        keywords = frozenset(r.keyword for r in self.rules.attr.values() if r.keyword)
+        keywords = frozenset(k for r in self.rules.attr.values() for k in r.keywords)
         chosen = port_chosen_names(getattr(self.tree, "body", [])) if keywords else frozenset()
         calls = port_chosen_calls(around, chosen, keywords) if chosen else []
         imports = [n for n in nodes if isinstance(n, (ast.Import, ast.ImportFrom))]
@@ -641,7 +641,7 @@ class _FileMatch:
                 self.handled.add(id(f))
                 r = hit[1]
                 if (r.bare and not node.args and not node.keywords) or (r.keyword and (
-                        any(k.arg in r.keyword.split("|") for k in node.keywords) or _names_source(node, r.sources))):
+                        any(k.arg in r.keywords for k in node.keywords) or _names_source(node, r.sources))):
                     self._add(r, f.lineno, f.col_offset, dotted)
         if isinstance(f, ast.Attribute) and f.attr in self.rules.methods and id(f) not in self.handled:
             r = self.rules.methods[f.attr]
@@ -743,7 +743,7 @@ class _FileMatch:
             return      # the project's own name (PACKAGE_NAME = "mylib"), a type (Literal["cuda", "rocm"])
         compared = isinstance(self.parents.get(id(node)), ast.Compare)
         for r in self.strings:
-            if r.regex.search(node.value) and not (compared and r.id in _NOT_COMPARED):
+            if r.regex.search(node.value) and (r.compared or not compared):
                 self._add(r, node.lineno, node.col_offset, repr(node.value))
 
 
@@ -962,9 +962,6 @@ def _is_number(node: ast.AST | None) -> bool:
 
 
 _CONSTANT = re.compile(r"[A-Z][A-Z0-9_]*")
-# string rules a comparison is no finding of: `if ATTENTION == "flashinfer":` picks a configured path by its name,
-# it does not check for or install the package
-_NOT_COMPARED = frozenset({"py-requirement-cuda-package"})
 _NOT_USES = frozenset({"__version__", "version", "__file__", "__name__", "__spec__", "__path__", "VERSION"})
 
 

@@ -79,9 +79,15 @@ class Rule:
     each: bool = False                   # every match is its own finding, even several in one statement
     fallback: bool = False               # text kinds: reported only on lines no other rule reports
     package: bool = False                # its match names a package or repository: the project's own is none
+    compared: bool = True                # python-string: a string compared with a value is a finding too
     structure: str = ""                  # found by a structural reader (STRUCTURES), its pattern tested on what
                                          # that reader hands it (a YAML key, a CMake command), not on lines
     regex: re.Pattern | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def keywords(self) -> tuple[str, ...]:
+        """The keywords a python-attr rule watches (`keyword = "cuda_sources|with_cuda"`: either one)."""
+        return tuple(self.keyword.split("|")) if self.keyword else ()
 
     def severity(self, target: str) -> int:
         return VERDICTS.index(self.verdicts[target])
@@ -161,7 +167,7 @@ def _rule_from_table(t: dict, where: str) -> Rule:
                 files=_as_tuple(t.get("files"), f"{where}: files"), hint=_as_tuple(t.get("hint"), f"{where}: hint"),
                 group=str(t.get("group", "")), api=api, no_hip=t.get("no_hip", ""), uses=bool(t.get("uses", False)),
                 each=bool(t.get("each", False)), fallback=bool(t.get("fallback", False)),
-                package=bool(t.get("package", False)),
+                package=bool(t.get("package", False)), compared=bool(t.get("compared", True)),
                 structure=structure, regex=regex)
 
 
