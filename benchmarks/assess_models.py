@@ -62,7 +62,7 @@ def split_by_rule(names: list[str]) -> dict[str, str]:
 # ---- building ------------------------------------------------------------------------------------------------
 # config keys that are widths, depths or counts, shrunk by `scale` for a reduced build (tests)
 _WIDTHS = {"hidden_size", "intermediate_size", "n_embd", "d_model", "d_ff", "embedding_size", "vocab_size", "ffn_dim",
-           "word_embed_proj_dim"}
+           "word_embed_proj_dim", "embed_dim"}
 _DEPTHS = {"num_hidden_layers", "n_layer", "num_layers", "num_decoder_layers"}
 
 
@@ -70,7 +70,8 @@ def _scaled_config(spec: dict, scale: float) -> dict:
     cfg = dict(spec["config"])
     if scale >= 1:
         return cfg
-    heads = [k for k in ("num_attention_heads", "n_head", "num_heads") if k in cfg]
+    # a list of heads per stage (Swin) divides the scaled stage widths as it is
+    heads = [k for k in ("num_attention_heads", "n_head", "num_heads") if isinstance(cfg.get(k), int)]
     for k in list(cfg):
         if k in _WIDTHS:
             cfg[k] = max(16, int(cfg[k] * scale) // 16 * 16)
@@ -102,12 +103,15 @@ def _scaled_input(spec: dict, scale: float) -> dict:
     inp = dict(spec["input"])
     if scale >= 1:
         return inp
-    inp["batch"] = max(1, math.ceil(inp["batch"] * scale))
+    inp["batch"] = max(2, math.ceil(inp["batch"] * scale))  # BatchNorm on a pooled map needs two samples
     for k in ("seq", "target_seq"):
         if k in inp:
             inp[k] = max(8, int(inp[k] * scale))
     if "image" in inp:
-        inp["image"] = max(32, int(inp["image"] * scale) // 16 * 16)
+        cfg = spec["config"]
+        # a windowed model (Swin) needs a whole window at its last stage
+        least = cfg["patch_size"] * cfg["window_size"] * 2 ** (len(cfg["depths"]) - 1) if "window_size" in cfg else 32
+        inp["image"] = max(least, int(inp["image"] * scale) // 16 * 16)
     return inp
 
 
