@@ -68,6 +68,30 @@ def test_a_1x1_convolution_at_the_1x1_rows(tmp_path):
     assert {c.cls: c.seconds for c in p.source.classes}["conv"] == pytest.approx(0.25e-3)
 
 
+def test_a_depthwise_convolution_at_the_depthwise_rows_only(tmp_path):
+    def conv(c: int, groups: int, tflops: float, kernel: int = 7):
+        return _m("conv", {"dtype": "fp32", "batch": 2, "c_in": c, "c_out": c, "hw": 8, "kernel": kernel,
+                           "groups": groups, "pass": "forward"}, tflops, "TFLOP/s")
+
+    # a depthwise 7×7 of 96 channels (im2col 128 × 96 × 49) and a dense 7×7 one of 1 channel (128 × 96 × 49 too)
+    a = platform_rates(results.load(rates_file(tmp_path / "a.json", gemm_tflops=0.001, per_op_us=10,
+                                               extra=[conv(96, 96, 0.0005), conv(1, 1, 0.004)])))
+    point = a.conv_rate("fp32", False, (128, 96, 49), 49, groups=96)
+    assert point.groups == 96 and "depthwise 7×7 96 ch" in point.rate.source
+    assert a.conv_rate("fp32", False, (128, 96, 49), 49).groups == 0  # a dense one at the dense row
+    dw = Item("aten.convolution.default", "conv", "fp32", "forward", 1e6, 1e3, (128, 96, 49), 1, kernel=49,
+              groups=96)
+    p, missing = predict([(Work("x", [dw]), a)] * 2)
+    assert not missing
+    assert {c.cls: c.seconds for c in p.source.classes}["conv"] == pytest.approx(1e6 / 0.5e9)  # 2 ms, not 0.25
+    # a file without depthwise rows does not price it at a dense one: the class is left unexplained, and said so
+    b = platform_rates(results.load(rates_file(tmp_path / "b.json", gemm_tflops=0.001, per_op_us=10,
+                                               extra=[conv(1, 1, 0.004)])))
+    assert b.conv_rate("fp32", False, (128, 96, 49), 49, groups=96) is None
+    _, missing = predict([(Work("x", [dw]), b)] * 2)
+    assert any("no fp32 forward depthwise convolution rows (conv)" in m for m in missing)
+
+
 def test_the_trace_records_elements_and_kernel_sizes():
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -83,6 +107,18 @@ def test_the_trace_records_elements_and_kernel_sizes():
     gelu = next(i for i in items if i.op == "aten.gelu.default")
     assert (gelu.packet, gelu.elements, gelu.bytes) == ("gelu", 400, 2 * 400 * 4)
     assert sorted(i.kernel for i in items if i.cls == "conv") == [1, 9]
+    assert all(i.groups == 0 for i in items if i.cls == "conv")
+
+
+def test_the_trace_records_a_depthwise_convolutions_groups_forward_and_backward():
+    rec = WorkRecorder()
+    x = torch.randn(2, 8, 6, 6, requires_grad=True)
+    w = torch.randn(8, 1, 7, 7, requires_grad=True)
+    with rec:
+        torch.nn.functional.conv2d(x, w, padding=3, groups=8).sum().backward()
+    convs = [i for i in rec.work("x").items if i.cls == "conv"]
+    assert {i.phase for i in convs} == {"forward", "backward"}
+    assert all(i.groups == 8 and i.kernel == 49 and i.shape == (72, 8, 49) for i in convs)
 
 
 def test_elementwise_tiny_runs_every_operator_ok():

@@ -6,7 +6,7 @@ import torch
 
 from gapbench.devices import resolve
 from gapbench.workloads import get
-from gapbench.workloads.base import Context
+from gapbench.workloads.base import Context, Variant
 from gapbench.workloads.micro import launch
 
 
@@ -90,3 +90,31 @@ def test_conv_counts_like_flop_counter_and_checks_its_gradient():
     out = torch.nn.functional.conv2d(x, weight, padding=1)
     assert conv._check(x, weight, out, None, 1e-4) == ""
     assert "differs from float64" in conv._check(x, weight, out * 1.01, None, 1e-4)
+
+
+def test_a_depthwise_conv_row_counts_like_the_trace_and_checks_its_gradient():
+    from gapbench.assess.work import WorkRecorder
+    from gapbench.workloads.micro import conv
+
+    w = get("conv")
+    flops = {p: conv.conv_flops(2, 16, 16, 12, p == "backward", 7, 16) for p in conv.PASSES}
+    # by hand: 2 images × 144 pixels × 16 channels × 49 taps × 2, the backward twice that (input and weight)
+    assert flops == {"forward": 2 * 144 * 16 * 49 * 2, "backward": 2 * 2 * 144 * 16 * 49 * 2}
+    x = torch.randn(2, 16, 12, 12, requires_grad=True)
+    weight = torch.randn(16, 1, 7, 7, requires_grad=True)
+    rec = WorkRecorder()
+    with rec:
+        torch.nn.functional.conv2d(x, weight, padding=3, groups=16).sum().backward()
+    traced = {i.phase: i.flops for i in rec.work("x").items if i.cls == "conv"}
+    assert traced == flops
+    for p in conv.PASSES:
+        v = Variant({"dtype": "fp32", "batch": 2, "c_in": 16, "c_out": 16, "hw": 12, "pass": p, "kernel": 7,
+                     "groups": 16}, flops=flops[p])
+        m = w.run(v, _ctx())
+        assert m.ok and m.value > 0, m.reason
+    out = torch.nn.functional.conv2d(x, weight, padding=3, groups=16)
+    assert conv._check(x, weight, out, None, 1e-4) == ""
+    assert "differs from float64" in conv._check(x, weight, out * 1.01, None, 1e-4)
+    # the quick preset measures depthwise rows on a CPU, the kernel and groups in the variant
+    quick = w.variants("quick", Context(device=resolve("cpu"), preset="quick", options={"dtype": "fp32"}))
+    assert {(v.params.get("kernel", 3), v.params["c_in"]) for v in quick if v.params.get("groups")} >= {(7, 96), (3, 144)}

@@ -68,7 +68,7 @@ class GemmPoint:
     k: int
     rate: Rate
     kernel: int = 0  # convolutions: kernel elements per channel (9 for 3×3, 1 for 1×1)
-    groups: int = 0  # grouped GEMMs: the groups of one call (m, n, k: one group's)
+    groups: int = 0  # grouped GEMMs: the groups of one call (m, n, k: one group's); grouped convolutions: theirs
     layout: str = ""  # grouped GEMMs: rows | k (which dimension the offsets split)
 
 
@@ -128,10 +128,14 @@ class PlatformRates:
         return min(same, key=lambda p: (shape_distance((p.m, p.n, p.k), shape) + 0.5 * abs(math.log(p.groups / g)),
                                         -p.rate.value))
 
-    def conv_rate(self, dtype: str, backward: bool, shape: tuple[int, int, int], kernel: int = 0) -> GemmPoint | None:
+    def conv_rate(self, dtype: str, backward: bool, shape: tuple[int, int, int], kernel: int = 0,
+                  groups: int = 0) -> GemmPoint | None:
         """The measured convolution of this dtype and pass nearest in im2col shape, among those of the same kernel
-        size where there are any (a 1×1 convolution is a plain GEMM to the backend, a 3×3 one is not)."""
-        points = self.conv.get((dtype, "backward" if backward else "forward")) or []
+        size where there are any (a 1×1 convolution is a plain GEMM to the backend, a 3×3 one is not). A grouped
+        (depthwise) convolution only at grouped rows, and a dense one only at dense rows: one runs memory-bound at
+        a fraction of the other's FLOP rate, so without rows of its kind there is no rate (None)."""
+        points = [p for p in self.conv.get((dtype, "backward" if backward else "forward")) or []
+                  if (p.groups > 1) == (groups > 1)]
         same = [p for p in points if p.kernel == kernel]
         return _nearest(same or points, shape)
 
@@ -318,11 +322,12 @@ def _add_conv(pr: PlatformRates, m: Measurement) -> None:
     v = m.variant
     if v.get("pass") not in ("forward", "backward"):
         return
-    ks = int(v.get("kernel", 3))
-    mm, nn, kk = v["batch"] * v["hw"] * v["hw"], v["c_out"], v["c_in"] * ks ** 2
+    ks, groups = int(v.get("kernel", 3)), int(v.get("groups", 1))
+    mm, nn, kk = v["batch"] * v["hw"] * v["hw"], v["c_out"], v["c_in"] // groups * ks ** 2
+    kind = f"depthwise {ks}×{ks} {v['c_in']} ch" if groups > 1 else f"{ks}×{ks} {v['c_in']}→{v['c_out']} ch"
     pr.conv.setdefault((str(v.get("dtype")), v["pass"]), []).append(GemmPoint(int(mm), int(nn), int(kk), _rate(
-        m, m.value * 1e12, f"conv {v.get('dtype')} {v['pass']} {ks}×{ks} {v['c_in']}→{v['c_out']} ch "
-                           f"{v['hw']}² ×{v['batch']}"), ks * ks))
+        m, m.value * 1e12, f"conv {v.get('dtype')} {v['pass']} {kind} {v['hw']}² ×{v['batch']}"), ks * ks,
+        groups=groups if groups > 1 else 0))
 
 
 def _add_grouped(pr: PlatformRates, m: Measurement) -> None:

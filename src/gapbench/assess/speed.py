@@ -6,7 +6,7 @@ Each traced operator call costs, on a platform (its rates from its results file,
                       grouped one (torch._grouped_mm) at the grouped GEMM rate of its dtype and layout nearest in
                       one group's shape and the number of groups
     conv              max(FLOPs / convolution rate of its dtype, pass and kernel size at the nearest im2col shape,
-                      bytes / bw)
+                      bytes / bw); a grouped (depthwise) one at the grouped rows only
     attention         max(FLOPs / attention rate of its dtype and pass at the nearest measured shape, bytes / bw)
     elementwise       max(elements / the operator's own measured rate of its dtype at the nearest size, bytes / bw):
                       a memory-class operator the elementwise rows measured (gelu, bernoulli_, softmax, norms, …)
@@ -233,7 +233,9 @@ def compute_rate(pr: PlatformRates, it):
     if it.cls == "gemm":
         return pr.gemm_rate(it.dtype, shape), f"no {it.dtype} GEMM rows (gemm)"
     if it.cls == "conv":
-        return pr.conv_rate(it.dtype, backward, shape, it.kernel), f"no {it.dtype} {pas} convolution rows (conv)"
+        kind = "depthwise " if it.groups else ""
+        return (pr.conv_rate(it.dtype, backward, shape, it.kernel, it.groups),
+                f"no {it.dtype} {pas} {kind}convolution rows (conv)")
     return pr.attention_rate(it.dtype, backward, shape), f"no {it.dtype} {pas} attention rows (attention)"
 
 

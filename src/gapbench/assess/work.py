@@ -46,7 +46,8 @@ class Item:
     count: int = 1
     elements: int = 0  # memory class: elements of its largest output (the unit of an element-wise rate)
     kernel: int = 0  # conv: kernel elements per channel (1 for 1×1, 9 for 3×3)
-    groups: int = 0  # a grouped gemm: its groups (shape is then one group's (m, n, k)); 0: not grouped
+    groups: int = 0  # a grouped gemm: its groups (shape is then one group's (m, n, k)); a grouped conv: its groups
+    #                  (the channels of a depthwise one); 0: not grouped
     layout: str = ""  # a grouped gemm: rows (the offsets split the rows) | k (they split the shared dimension)
 
     @property
@@ -242,10 +243,13 @@ _EXTRA_FLOPS = {
 
 
 def op_flops(func, args, kwargs, out) -> float:
-    """FLOPs of one call by torch.utils.flop_counter's formula for the operator (0 when it has none)."""
+    """FLOPs of one call by torch.utils.flop_counter's formula for the operator (0 when it has none); a grouped
+    convolution's backward by its own count (`grouped_conv_backward_flops`)."""
     f = _flop_formula(func)
     if f is None:
         return 0.0
+    if str(func.overloadpacket) == "aten.convolution_backward" and conv_groups(func, args):
+        return grouped_conv_backward_flops(args)
     try:
         if str(func.overloadpacket) in _EXTRA_FLOPS:
             return float(f(*args, **kwargs))
@@ -313,6 +317,27 @@ def attention_shape(func, args) -> tuple[int, int, int] | None:
     return (int(math.prod(q.shape[:-2])), int(q.shape[-2]), int(q.shape[-1]))
 
 
+def grouped_conv_backward_flops(args) -> float:
+    """FLOPs of a grouped (depthwise) convolution's backward: each gradient asked for (input, weight) costs what
+    the forward does, 2 · N · output pixels · C_out · C_in / groups · kernel elements. torch.utils.flop_counter
+    (torch 2.4–2.13) counts the weight gradient of a grouped convolution as a dense one's, `groups` times too many
+    (a depthwise 7×7 of 384 channels: 384 ×)."""
+    grad_out, _x, w = _tensors(args)[:3]
+    mask = args[-1] if isinstance(args[-1], (list, tuple)) else (True, True, True)
+    one = 2.0 * math.prod(grad_out.shape) * math.prod(w.shape[1:])
+    return one * (bool(mask[0]) + bool(mask[1]))
+
+
+def conv_groups(func, args) -> int:
+    """The groups of a convolution (forward or backward): input channels over the weight's; 0 for a dense one."""
+    ts = _tensors(args)
+    x, w = (ts[1], ts[2]) if "backward" in str(func) and len(ts) >= 3 else (ts[:2] if len(ts) >= 2 else (None, None))
+    if x is None or w is None or x.dim() < 3 or w.dim() < 3 or not w.shape[1]:
+        return 0
+    g = int(x.shape[1]) // int(w.shape[1])
+    return g if g > 1 else 0
+
+
 def conv_kernel(func, args) -> int:
     """Kernel elements per channel of a convolution (forward or backward): 1 for 1×1, 9 for 3×3."""
     ts = _tensors(args)
@@ -339,4 +364,5 @@ def describe(func, args, kwargs, out, phase: str) -> Item:
     nbytes = _nbytes(first) if cls == "collective" and first is not None else op_bytes(func, args, kwargs, out, cls)
     return Item(str(func), cls, dtype_name(first.dtype if first is not None else None), phase, flops, nbytes, shape,
                 elements=out_elements(out) if cls == "memory" else 0,
-                kernel=conv_kernel(func, args) if cls == "conv" else 0)
+                kernel=conv_kernel(func, args) if cls == "conv" else 0,
+                groups=conv_groups(func, args) if cls == "conv" else 0)
