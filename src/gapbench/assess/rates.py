@@ -46,7 +46,9 @@ ELEMENTWISE_ALIASES = {"_safe_softmax": "_softmax", "rsqrt": "sqrt", "bernoulli"
                        "mul_": "mul", "add_": "add", "sub": "add", "sub_": "add", "rsub": "add", "div_": "div",
                        "tanh_": "tanh", "_log_softmax_backward_data": "_log_softmax",
                        "_softmax_backward_data": "_softmax", "copy": "copy_",
-                       "zero_": "fill_"}
+                       "zero_": "fill_", "native_batch_norm_backward": "native_batch_norm",
+                       "_native_batch_norm_legit": "native_batch_norm",
+                       "_native_batch_norm_legit_functional": "native_batch_norm"}
 # collective workload op names, by the words of the c10d operators that run them
 COLLECTIVE_OPS = (("all_gather", "all_gather"), ("allgather", "all_gather"), ("reduce_scatter", "reduce_scatter"),
                   ("all_reduce", "all_reduce"), ("allreduce", "all_reduce"), ("all_to_all", "all_to_all"),

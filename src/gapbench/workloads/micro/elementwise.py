@@ -1,6 +1,6 @@
 """Element-wise and normalisation operators whose time is their arithmetic, not their bytes: GELU's erf and its
-backward, dropout's random numbers (`bernoulli_`), SiLU's exponential, square roots, softmax and log-softmax, layer
-and group norm, the three operators of an Adam-family optimizer's update (`lerp`, `addcmul`, `addcdiv`; a step runs
+backward, dropout's random numbers (`bernoulli_`), SiLU's exponential, square roots, softmax and log-softmax, layer,
+group and batch norm (training mode: statistics, then normalising), the three operators of an Adam-family optimizer's update (`lerp`, `addcmul`, `addcdiv`; a step runs
 them in place, `lerp_` …, which a trace prices at these rows), and the plain arithmetic and copies a step is full of
 (`mul`, `add`, `div`, `tanh`, `copy_`, `fill_`): on a CPU a bf16 or fp16 one converts every element to fp32 and
 back, which a streaming kernel's bandwidth does not show.
@@ -29,7 +29,8 @@ from gapbench.workloads.micro.operator import Op, OperatorWorkload, relative_err
 TOLERANCE = {"fp32": 1e-5, "bf16": 2e-2, "fp16": 2e-3}  # of max |error| over max |reference|
 # the ATen operators measured (their overload packet names, as a trace records them)
 OPS = ("gelu", "gelu_backward", "bernoulli_", "silu", "sqrt", "_softmax", "_log_softmax", "native_layer_norm",
-       "native_group_norm", "lerp", "addcmul", "addcdiv",   # an Adam-family optimizer's update, per parameter element
+       "native_group_norm", "native_batch_norm",
+       "lerp", "addcmul", "addcdiv",   # an Adam-family optimizer's update, per parameter element
        "mul", "add", "div", "tanh", "copy_", "fill_")
 SIZES = {"tiny": (1 << 12,), "quick": (1 << 15, 1 << 18, 1 << 21)}
 ROW = 128  # the last dimension (softmax, layer norm); group norm: 32 channels in 32 groups × (elements / 64)
@@ -114,6 +115,14 @@ def make_op(op: str, n: int, dtype: torch.dtype, dev) -> tuple[Callable[[], torc
         w, b = w64.to(dev, dtype), b64.to(dev, dtype)
         fn = lambda: aten.native_group_norm(x, w, b, 1, 32, x.shape[-1], 32, EPS)[0]  # noqa: E731
         ref = torch.nn.functional.group_norm(x64, 32, w64, b64, EPS)
+    elif op == "native_batch_norm":  # training mode, as a convnet's step runs it: 32 channels of 4 images
+        x64 = x64.reshape(4, 32, -1, 16)
+        x = x64.to(dev, dtype)
+        w64, b64 = torch.randn(32, generator=g, dtype=torch.float64), torch.randn(32, generator=g, dtype=torch.float64)
+        w, b = w64.to(dev, dtype), b64.to(dev, dtype)
+        mean, var = torch.zeros(32, device=dev, dtype=dtype), torch.ones(32, device=dev, dtype=dtype)
+        fn = lambda: aten.native_batch_norm(x, w, b, mean, var, True, 0.1, EPS)[0]  # noqa: E731
+        ref = torch.nn.functional.batch_norm(x64, None, None, w64, b64, True, 0.1, EPS)
     elif op in ("lerp", "addcmul", "addcdiv"):
         fn, ref = _update_op(op, x64, x, g, dev, dtype)
     else:
