@@ -256,3 +256,44 @@ def test_the_projects_own_package_and_a_file_named_for_cuda_versions():
     # flashinfer's own pyproject: its package's name is no dependency on FlashInfer; tensorrt is
     assert pairs(own, "pyproject.toml") == {(4, "deps-nvidia-only-package")}
     assert not hits(own, ".github/workflows/images.yml")    # ci/cuda-versions.json is a file's name
+
+
+def test_optix_tiny_cuda_nn_and_runtime_calls_newer_than_hipify(report):
+    got = pairs(report, "tuning/raytrace/trace.cu")
+    assert {(1, "cpp-optix"), (7, "cpp-optix"), (11, "cpp-optix"), (13, "cpp-optix"),     # header, types, calls
+            (2, "cpp-tiny-cuda-nn"), (21, "cpp-tiny-cuda-nn"),                            # its header, its buffers
+            (23, "cpp-cuda-api-unknown"), (24, "cpp-cuda-api-unknown"),                   # cudaLibrary_t, its loader
+            (25, "cpp-cuda-api-unknown")} <= got                                          # a lazily loaded driver call
+    # the fallback gives way where a known name is reported (cudaStream_t, cudaMalloc); not tcnn's vector math,
+    # an OptiX argument of the statement already reported, or names that only start like them
+    assert (20, "cpp-cuda-api-unknown") not in got and (27, "cpp-cuda-api-unknown") not in got
+    # NVCC's diagnostic pragma (5): labellers differ on it, so it is left out
+    assert not {line for line, _ in got} & {5, 14, 18, 28}
+
+
+def test_nvidia_only_libraries_in_cmake_conda_packages_and_an_int8_kernel_package(report):
+    assert pairs(report, "tuning/raytrace/CMakeLists.txt") >= {
+        (3, "build-cmake-nvidia-only-library"), (4, "build-cmake-nvidia-only-library"),
+        (5, "build-cmake-nvidia-only-library"), (8, "build-cmake-nvidia-only-library")}
+    assert not any(line == 6 for line, _ in pairs(report, "tuning/raytrace/CMakeLists.txt"))  # a source named dlss
+    # cuda-* and CUDA library packages of a conda list, a build string naming CUDA; not numpy, libcurl, a CPU build
+    assert {line for line, _ in pairs(report, "tuning/raytrace/environment.yml")} == {6, 7, 8, 9, 11}
+    assert pairs(report, "tuning/raytrace/int8.py") == {(2, "py-import-cuda-kernel-package"),
+                                                       (6, "py-import-cuda-kernel-package")}
+
+
+def test_a_compute_capability_beside_a_cuda_axis_in_a_matrix(report):
+    got = pairs(report, "tuning/.github/workflows/arch.yml")
+    assert {(9, "build-ci-cuda-arch-beside"), (12, "build-ci-cuda-arch-beside"),
+            (30, "build-ci-cuda-arch-beside")} <= got
+    # a CPU architecture axis with no CUDA key beside it; the env line that passes the matrix value on
+    assert not {line for line, _ in got} & {15, 21}
+
+
+def test_an_extension_built_by_the_projects_own_builder_or_a_chosen_builder(report):
+    # a JIT builder of the project's own given .cu sources: the name it is bound to is the extension
+    assert pairs(report, "tuning/plugin/bias.py") == {(13, "py-import-project-extension"),
+                                                      (23, "py-import-project-extension")}    # not 28-29: no .cu
+    # `extension = CUDAExtension` where CUDA is found, then extension("warpproj._C", ...): its import and calls
+    assert pairs(report, "tuning/plugin/deform.py") == {(2, "py-import-project-extension"),
+                                                        (8, "py-import-project-extension")}

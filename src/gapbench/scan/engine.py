@@ -157,7 +157,8 @@ class Matcher:
         if "cpp" in kinds or ("cpp?" in kinds and self._reads_as_cuda(text)):
             facts: dict = {}
             raw += [(m.rule.id, m.line, m.col, m.text, m.ported, m.last)
-                    for m in self.cpp.match(name, text, self.macros, facts)]
+                    for m in self.cpp.match(name, text, self.macros, facts)
+                    if not (m.rule.library and m.rule.library in self.packages)]
             res.macros, res.tested = facts.get("macros"), facts.get("tested", frozenset())
             res.header = facts.get("header")
         for kind in ("deps", "build"):
@@ -183,6 +184,8 @@ class Matcher:
         if kind != "build":
             return found
         found = self._structure(name, text, masked, found)
+        if found and self.packages:     # a structural reader's findings too (a CMake command naming the project)
+            found = [m for m in found if not (m.rule.package and _names_own(m.text, self.packages))]
         if found:
             found = _without_messages(masked, found)
         if len(found) > 1 and not is_makefile(name) and not name.lower().endswith(_CMAKE_NAMES):
@@ -405,14 +408,15 @@ _SOURCE_ROOTS = frozenset({"src", "python", "lib"})
 
 def own_packages(items: list[tuple[Entry, tuple[str, ...]]]) -> frozenset[str]:
     """The project's own top-level packages: the tree's top folders holding Python files (and those under src/,
-    python/, lib/). An import of one of them is the project's own code (its tests importing its package), not a
-    dependency."""
+    python/, lib/), and the C/C++ libraries whose public headers sit at its root (include/<name>/, as `tiny_cuda_nn`).
+    An import of one of them is the project's own code (its tests importing its package), not a dependency."""
     out = set()
     for e, k in items:
-        if "python" in k:
-            parts = e.rel.split("/")[:-1]
-            if parts:
-                out.add(parts[1] if parts[0] in _SOURCE_ROOTS and len(parts) > 1 else parts[0])
+        parts = e.rel.split("/")[:-1]
+        if "python" in k and parts:
+            out.add(parts[1] if parts[0] in _SOURCE_ROOTS and len(parts) > 1 else parts[0])
+        elif len(parts) >= 2 and parts[0] == "include" and ("cpp" in k or "cpp?" in k):
+            out.add(parts[1].replace("-", "_").lower())
     return frozenset(out)
 
 

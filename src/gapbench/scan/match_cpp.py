@@ -100,6 +100,9 @@ class CppRules:
             found += _ApiMatch(self, code, starts).run()
         if not found:
             return found
+        if any(m.rule.fallback for m in found):    # a fallback rule only where no rule of a known name is
+            taken = {m.line for m in found if not m.rule.fallback}
+            found = [m for m in found if not m.rule.fallback or m.line not in taken]
         if "__global__" in code and "template" in code:
             skip = _instantiations(code, starts)
             if skip:

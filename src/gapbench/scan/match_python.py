@@ -499,16 +499,26 @@ class _FileMatch:
         flags or .cu sources; by their name (a string) and by the variable a load() is bound to."""
         # the builder's own names in this file (`load`, `CUDAExtension`), or a module path ending in one
         builders = sorted({k for k, q in self.aliases.items() if rule.regex.search(q)})
+        if "sources" in self.text and (".cu'" in self.text or '.cu"' in self.text):
+            self._own_builders(rule)
         if "cpp_extension" not in self.text and not builders:
+            self.extensions |= self.declared
             return
-        alts = [re.escape(b) for b in builders] + [r"[\w.]*cpp_extension\.(?:load|CUDAExtension)"]
+        # a variable the builder is assigned to (`extension = CUDAExtension` where CUDA is found, then
+        # `extension("pkg._C", ...)`)
+        chosen = {t.id: q for node in ast.walk(self.tree) if isinstance(node, ast.Assign)
+                  and isinstance(node.value, (ast.Name, ast.Attribute)) and (d := _dotted(node.value))
+                  and (q := _qualify(d, self.aliases)) and rule.regex.search(q) and q.endswith("CUDAExtension")
+                  for t in node.targets if isinstance(t, ast.Name)} if "Extension" in self.text else {}
+        alts = ([re.escape(b) for b in builders] + [re.escape(v) for v in chosen]
+                + [r"[\w.]*cpp_extension\.(?:load|CUDAExtension)"])
         rx = re.compile(r"(?<![\w.])(?:" + "|".join(alts) + r")[\s\\]*\(")
         for node in _pruned_walk(self.tree, _lines_of(rx, self.text, self.starts)):
             value = node.value if isinstance(node, ast.Assign) else node
             if not isinstance(value, ast.Call):
                 continue
             dotted = _dotted(value.func)
-            q = _qualify(dotted, self.aliases) if dotted else None
+            q = chosen.get(dotted or "") or (_qualify(dotted, self.aliases) if dotted else None)
             if not q or not rule.regex.search(q) or not _builds_cuda(q, value):
                 continue
             name = next((k.value for k in value.keywords if k.arg == "name"), value.args[0] if value.args else None)
@@ -520,6 +530,25 @@ class _FileMatch:
                         self.declared.add(t.id)
                         self.ext_aliases[t.id] = t.id    # `ext = load(...)`: `ext.f()` calls the extension
         self.extensions |= self.declared
+
+    def _own_builders(self, rule: Rule) -> None:
+        """A project's own JIT builder given CUDA sources and bound to a name (`_plugin = custom_ops.get_plugin(
+        module_name=..., sources=["bias_act.cpp", "bias_act.cu"])`): the call builds a CUDA extension, and
+        `_plugin.f()` calls it, as with cpp_extension.load."""
+        for node in ast.walk(self.tree):
+            if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
+                continue
+            sources = next((k.value for k in node.value.keywords if k.arg == "sources"), None)
+            if sources is None or not _names_source(ast.Call(func=node.value.func, args=[sources], keywords=[]),
+                                                    (".cu", ".cuh")):
+                continue
+            names = [t.id for t in node.targets if isinstance(t, ast.Name)]
+            if not names:
+                continue
+            for name in names:
+                self.declared.add(name)
+                self.ext_aliases[name] = name
+            self._add(rule, node.lineno, node.col_offset, _dotted(node.value.func) or names[0])
 
     def _extension_nodes(self, nodes: list[ast.AST], rule: Rule) -> list[ast.AST]:
         """Imports of the project's CUDA extensions (absolute ones), names bound to them (`ext_c = ext`), and the

@@ -6,6 +6,8 @@ What the line patterns cannot see in a workflow, found here:
   rows (`- { cuda: '12.1.0', torch: '2.4.0' }`), a reusable workflow's `cuda-version` input, the `with:` that
   passes it on; one finding per line a person would edit (each row, each item of a block list), none where the
   value is empty (`cuda: ''` on a ROCm row) or says "no CUDA" (`false`, `cpu`, `none`);
+- a compute capability beside a CUDA axis: `arch: 86` in a matrix row that also sets `cuda: "11.7"`, each line
+  of `arch: [80, 90]` beside `cuda:` in a matrix (one number alone names no GPU: only next to a CUDA key);
 - `if:` conditions that run a step or job only for CUDA (`matrix.cuda != ''`, `inputs.cuda-version != 'cpu'`);
 - steps and jobs whose `if:` runs them only for another stack (`matrix.rocm != ''`): their lines are a port
   branch, already ported;
@@ -55,6 +57,9 @@ _CONTEXT_PASSED = re.compile(r"^\s*\$\{\{\s*(?:matrix|inputs|steps\.[\w-]+\.outp
                              r"\.[\w.-]+\s*\}\}\s*$")
 # A value that only passes the workflow's own input on.
 _INPUT_PASSED = re.compile(r"^\s*\$\{\{\s*inputs\.[\w-]+\s*\}\}\s*$")
+# A compute capability, or a list of them: 86, "8.6", sm_90, 90a, "75;80;86", "7.5 8.0"
+_CC = re.compile(r"^\s*(?:(?:sm_?|compute_)?(?:[3-9]\d|1[0-2]\d)[af]?|[3-9]\.\d|1[0-2]\.\d)"
+                 r"(?:\s*[;, ]\s*(?:(?:sm_?|compute_)?(?:[3-9]\d|1[0-2]\d)[af]?|[3-9]\.\d|1[0-2]\.\d))*\s*$")
 # Mappings whose keys are names (jobs, services, stages), not settings.
 _ID_PARENTS = frozenset({"jobs", "services", "workflows", "stages"})
 MAX_NODES = 200_000     # a document larger than this (in nodes) is left to the line patterns
@@ -72,6 +77,7 @@ class YamlRules:
         self.keys = ruleset.structural("yaml-key")
         self.values = ruleset.structural("yaml-value")
         self.ifs = ruleset.structural("yaml-if")
+        self.arch_keys = ruleset.structural("yaml-arch-key")
 
     def facts(self, text: str) -> YamlFacts | None:
         """What the workflow's structure says, or None when the text is no CI workflow PyYAML can read."""
@@ -167,6 +173,8 @@ class _Walk:
 
     def _mapping(self, n, ids: bool = False) -> None:
         """`ids`: the mapping's keys name jobs or services (`build-cuda-windows:`), they are no axis."""
+        if not ids and self.rules.arch_keys:
+            self._arch_beside_cuda(n)
         for k, v in n.value:
             if not isinstance(k, yaml.ScalarNode):
                 continue
@@ -186,6 +194,21 @@ class _Walk:
                 self._axis(rule, k, v)
             elif not ids and self.rules.values and key not in _BODY_KEYS and key not in _REFERENCE_KEYS:
                 self._values(k, v)
+
+    def _arch_beside_cuda(self, n) -> None:
+        """`arch: 86` next to `cuda: "11.7"` in one mapping: the capability is the CUDA build's."""
+        keys = [(k, v) for k, v in n.value if isinstance(k, yaml.ScalarNode)]
+        if not any(r.regex.search(k.value) and not _off(v) for k, v in keys for r in self.rules.keys):
+            return
+        for k, v in keys:
+            rule = next((r for r in self.rules.arch_keys if r.regex.search(k.value)), None)
+            if rule is None:
+                continue
+            items = v.value if isinstance(v, yaml.SequenceNode) else [v]
+            for item in items:
+                if isinstance(item, yaml.ScalarNode) and _CC.match(item.value):
+                    line = _line(k) if item is v or v.flow_style else _line(item)
+                    self._add(rule, line, k.start_mark.column, f"{k.value}: {_scalar(item)}")
 
     def _env_passed_on(self, env) -> None:
         """`CUDA_TAG: ${{ matrix.tag }}`: an env value that only passes the matrix's or an input's value on is no

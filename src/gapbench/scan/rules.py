@@ -34,6 +34,8 @@ STRUCTURES = {
     "yaml-value": "a one-line value set in a CI workflow (a with:, a matrix value, an input's default, each item of "
                   "a list such as runs-on); not a label's, an if:'s or a run: body",
     "yaml-if": "a name in a CI step's or job's `if:` condition that the condition requires",
+    "yaml-arch-key": "a key of a CI mapping (a matrix row, a matrix) set to compute capabilities (`arch: 86`, "
+                     "`sm: [80, 90]`, `8.6`, `sm_90`) beside a CUDA key of the same mapping",
     "cmake-command": "a CMake command's name and arguments, its continuation lines joined",
     "make-variable": "a Makefile variable's name, where it is assigned",
     "python-compare": "a Python value compared with a literal (or a version): its dotted name, or a variable bound "
@@ -79,6 +81,8 @@ class Rule:
     each: bool = False                   # every match is its own finding, even several in one statement
     fallback: bool = False               # text kinds: reported only on lines no other rule reports
     package: bool = False                # its match names a package or repository: the project's own is none
+    library: str = ""                    # cpp: the library the rule reports uses of (tiny_cuda_nn): nothing in that
+                                         # library's own tree (its include/<name>/ or Python package at the root)
     compared: bool = True                # python-string: a string compared with a value is a finding too
     structure: str = ""                  # found by a structural reader (STRUCTURES), its pattern tested on what
                                          # that reader hands it (a YAML key, a CMake command), not on lines
@@ -168,6 +172,7 @@ def _rule_from_table(t: dict, where: str) -> Rule:
                 group=str(t.get("group", "")), api=api, no_hip=t.get("no_hip", ""), uses=bool(t.get("uses", False)),
                 each=bool(t.get("each", False)), fallback=bool(t.get("fallback", False)),
                 package=bool(t.get("package", False)), compared=bool(t.get("compared", True)),
+                library=str(t.get("library", "")).replace("-", "_").lower(),
                 structure=structure, regex=regex)
 
 
