@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks import assess_models, assess_recheck, assess_unseen  # noqa: E402
+
 from gapbench import results  # noqa: E402
 from gapbench.results import ResultSet  # noqa: E402
 from test_assess_speed import _m, rates_file  # noqa: E402
