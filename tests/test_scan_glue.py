@@ -297,3 +297,10 @@ def test_an_extension_built_by_the_projects_own_builder_or_a_chosen_builder(repo
     # `extension = CUDAExtension` where CUDA is found, then extension("warpproj._C", ...): its import and calls
     assert pairs(report, "tuning/plugin/deform.py") == {(2, "py-import-project-extension"),
                                                         (8, "py-import-project-extension")}
+
+
+def test_a_library_is_no_user_of_itself():
+    own = scan(Path(__file__).parent / "fixtures" / "scan_ownlib", jobs=1)   # include/tiny-cuda-nn/ at its root
+    rules = {f.rule for f in own.findings}
+    assert "cpp-tiny-cuda-nn" not in rules and "build-cmake-nvidia-only-library" not in rules
+    assert ("include/tiny-cuda-nn/gpu_memory.h", "cpp-cuda-runtime-api") in {(f.path, f.rule) for f in own.findings}

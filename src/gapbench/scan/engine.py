@@ -158,7 +158,7 @@ class Matcher:
             facts: dict = {}
             raw += [(m.rule.id, m.line, m.col, m.text, m.ported, m.last)
                     for m in self.cpp.match(name, text, self.macros, facts)
-                    if not (m.rule.library and m.rule.library in self.packages)]
+                    if not (m.rule.library and LIBRARY + m.rule.library in self.packages)]
             res.macros, res.tested = facts.get("macros"), facts.get("tested", frozenset())
             res.header = facts.get("header")
         for kind in ("deps", "build"):
@@ -281,7 +281,7 @@ def _names_own(text: str, packages: frozenset[str]) -> bool:
     Dockerfile, a clone of its own repository): the project building itself is no dependency."""
     for token in _NAME_TOKEN.findall(text):
         name = token.lower().removesuffix(".git").replace("-", "_")
-        if name in packages:
+        if name in packages or LIBRARY + name in packages:     # a package of the tree, or its C/C++ library
             return True
     return False
 
@@ -404,19 +404,21 @@ def _spans(items: list[tuple[Entry, tuple[str, ...]]], jobs: int) -> list[tuple[
 
 
 _SOURCE_ROOTS = frozenset({"src", "python", "lib"})
+LIBRARY = "library:"    # own_packages: a C/C++ library of the tree, not a Python package
 
 
 def own_packages(items: list[tuple[Entry, tuple[str, ...]]]) -> frozenset[str]:
     """The project's own top-level packages: the tree's top folders holding Python files (and those under src/,
-    python/, lib/), and the C/C++ libraries whose public headers sit at its root (include/<name>/, as `tiny_cuda_nn`).
-    An import of one of them is the project's own code (its tests importing its package), not a dependency."""
+    python/, lib/). An import of one of them is the project's own code (its tests importing its package), not a
+    dependency. And, marked LIBRARY + name, the C/C++ libraries whose public headers sit at its root
+    (include/<name>/: `library:tiny_cuda_nn`), for the rules of one library (Rule.library); no module has that name."""
     out = set()
     for e, k in items:
         parts = e.rel.split("/")[:-1]
         if "python" in k and parts:
             out.add(parts[1] if parts[0] in _SOURCE_ROOTS and len(parts) > 1 else parts[0])
         elif len(parts) >= 2 and parts[0] == "include" and ("cpp" in k or "cpp?" in k):
-            out.add(parts[1].replace("-", "_").lower())
+            out.add(LIBRARY + parts[1].replace("-", "_").lower())
     return frozenset(out)
 
 
