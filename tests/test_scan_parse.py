@@ -84,8 +84,9 @@ def test_rule_firing_counts(report):
     assert fired["py-triton-config"]["findings"] == 15
     # port_branch.cu's two (one ported), cute_struct_fields.cu's six, macros/kernels.cu's six (two ported),
     # hipalias/'s seven in four files (five ported through its port header), unfamiliar/binding.cpp's two (a
-    # cudaDeviceProp and a field of it read for a capability gate)
-    assert fired["cpp-cuda-runtime-api"] == {"findings": 23, "ported": 8, "files": 8}
+    # cudaDeviceProp and a field of it read for a capability gate), tuning/raytrace/trace.cu's two (cudaStream_t,
+    # cudaMalloc: not the newer calls the fallback rule reports)
+    assert fired["cpp-cuda-runtime-api"] == {"findings": 25, "ported": 8, "files": 9}
 
 
 @pytest.mark.parametrize("kind, cond, polarity", [

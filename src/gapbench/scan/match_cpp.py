@@ -16,7 +16,7 @@ from gapbench.scan.branches import (
     twins_pattern,
 )
 from gapbench.scan.match_python import _line_starts, _position, _short
-from gapbench.scan.match_text import TextMatch, TextRules, mask_c_code
+from gapbench.scan.match_text import TextMatch, TextRules, mask_c_code, without_fallback_doubles
 from gapbench.scan.rules import NO_HIP_SUFFIX, Rule, RuleSet
 from gapbench.scan.statements import collapse, cpp_may_share, cpp_units
 
@@ -100,9 +100,7 @@ class CppRules:
             found += _ApiMatch(self, code, starts).run()
         if not found:
             return found
-        if any(m.rule.fallback for m in found):    # a fallback rule only where no rule of a known name is
-            taken = {m.line for m in found if not m.rule.fallback}
-            found = [m for m in found if not m.rule.fallback or m.line not in taken]
+        found = without_fallback_doubles(found)    # a fallback rule only where no rule of a known name is
         if "__global__" in code and "template" in code:
             skip = _instantiations(code, starts)
             if skip:

@@ -504,12 +504,7 @@ class _FileMatch:
         if "cpp_extension" not in self.text and not builders:
             self.extensions |= self.declared
             return
-        # a variable the builder is assigned to (`extension = CUDAExtension` where CUDA is found, then
-        # `extension("pkg._C", ...)`)
-        chosen = {t.id: q for node in ast.walk(self.tree) if isinstance(node, ast.Assign)
-                  and isinstance(node.value, (ast.Name, ast.Attribute)) and (d := _dotted(node.value))
-                  and (q := _qualify(d, self.aliases)) and rule.regex.search(q) and q.endswith("CUDAExtension")
-                  for t in node.targets if isinstance(t, ast.Name)} if "Extension" in self.text else {}
+        chosen = self._chosen_builders(rule) if "Extension" in self.text else {}
         alts = ([re.escape(b) for b in builders] + [re.escape(v) for v in chosen]
                 + [r"[\w.]*cpp_extension\.(?:load|CUDAExtension)"])
         rx = re.compile(r"(?<![\w.])(?:" + "|".join(alts) + r")[\s\\]*\(")
@@ -519,17 +514,33 @@ class _FileMatch:
                 continue
             dotted = _dotted(value.func)
             q = chosen.get(dotted or "") or (_qualify(dotted, self.aliases) if dotted else None)
-            if not q or not rule.regex.search(q) or not _builds_cuda(q, value):
-                continue
-            name = next((k.value for k in value.keywords if k.arg == "name"), value.args[0] if value.args else None)
-            if isinstance(name, ast.Constant) and isinstance(name.value, str):
-                self.declared.add(name.value)
-            if isinstance(node, ast.Assign):
-                for t in node.targets:
-                    if isinstance(t, ast.Name):
-                        self.declared.add(t.id)
-                        self.ext_aliases[t.id] = t.id    # `ext = load(...)`: `ext.f()` calls the extension
+            if q and rule.regex.search(q) and _builds_cuda(q, value):
+                self._declare(node, value)
         self.extensions |= self.declared
+
+    def _declare(self, node: ast.AST, call: ast.Call) -> None:
+        """An extension built by this call: its name (a string), and the variable it is bound to."""
+        name = next((k.value for k in call.keywords if k.arg == "name"), call.args[0] if call.args else None)
+        if isinstance(name, ast.Constant) and isinstance(name.value, str):
+            self.declared.add(name.value)
+        if isinstance(node, ast.Assign):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    self.declared.add(t.id)
+                    self.ext_aliases[t.id] = t.id    # `ext = load(...)`: `ext.f()` calls the extension
+
+    def _chosen_builders(self, rule: Rule) -> dict[str, str]:
+        """Variables the CUDA builder is assigned to (`extension = CUDAExtension` where CUDA is found, then
+        `extension("pkg._C", ...)`): name -> the builder's qualified name."""
+        out = {}
+        for node in ast.walk(self.tree):
+            if not (isinstance(node, ast.Assign) and isinstance(node.value, (ast.Name, ast.Attribute))):
+                continue
+            dotted = _dotted(node.value)
+            q = _qualify(dotted, self.aliases) if dotted else None
+            if q and rule.regex.search(q) and q.endswith("CUDAExtension"):
+                out.update({t.id: q for t in node.targets if isinstance(t, ast.Name)})
+        return out
 
     def _own_builders(self, rule: Rule) -> None:
         """A project's own JIT builder given CUDA sources and bound to a name (`_plugin = custom_ops.get_plugin(

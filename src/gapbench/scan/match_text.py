@@ -121,7 +121,12 @@ class TextRules:
                     continue
                 line, col = _position(starts, m.start())
                 found.append(TextMatch(r, line, col, _short(m.group(0))))
-        if any(m.rule.fallback for m in found):
-            taken = {m.line for m in found if not m.rule.fallback}
-            found = [m for m in found if not m.rule.fallback or m.line not in taken]
+        return without_fallback_doubles(found)
+
+
+def without_fallback_doubles(found: list[TextMatch]) -> list[TextMatch]:
+    """The matches less a fallback rule's on a line another rule reports (Rule.fallback)."""
+    if not any(m.rule.fallback for m in found):
         return found
+    taken = {m.line for m in found if not m.rule.fallback}
+    return [m for m in found if not m.rule.fallback or m.line not in taken]

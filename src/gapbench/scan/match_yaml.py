@@ -173,8 +173,6 @@ class _Walk:
 
     def _mapping(self, n, ids: bool = False) -> None:
         """`ids`: the mapping's keys name jobs or services (`build-cuda-windows:`), they are no axis."""
-        if not ids and self.rules.arch_keys:
-            self._arch_beside_cuda(n)
         for k, v in n.value:
             if not isinstance(k, yaml.ScalarNode):
                 continue
@@ -194,6 +192,8 @@ class _Walk:
                 self._axis(rule, k, v)
             elif not ids and self.rules.values and key not in _BODY_KEYS and key not in _REFERENCE_KEYS:
                 self._values(k, v)
+        if not ids and self.rules.arch_keys:
+            self._arch_beside_cuda(n)
 
     def _arch_beside_cuda(self, n) -> None:
         """`arch: 86` next to `cuda: "11.7"` in one mapping: the capability is the CUDA build's."""
@@ -202,7 +202,7 @@ class _Walk:
             return
         for k, v in keys:
             rule = next((r for r in self.rules.arch_keys if r.regex.search(k.value)), None)
-            if rule is None:
+            if rule is None or any(r.regex.search(k.value) for r in self.rules.keys):    # `cudaarch:` is an axis
                 continue
             items = v.value if isinstance(v, yaml.SequenceNode) else [v]
             for item in items:
