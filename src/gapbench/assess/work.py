@@ -328,10 +328,18 @@ def grouped_conv_backward_flops(args) -> float:
     return one * (bool(mask[0]) + bool(mask[1]))
 
 
+def _conv_operands(func, args):
+    """(input, weight) of a convolution's call, forward (input, weight, ...) or backward (grad_out, input, weight,
+    ...); None for what the call does not hold."""
+    ts = _tensors(args)
+    if "backward" in str(func) and len(ts) >= 3:
+        return ts[1], ts[2]
+    return (ts[0], ts[1]) if len(ts) >= 2 else (None, None)
+
+
 def conv_groups(func, args) -> int:
     """The groups of a convolution (forward or backward): input channels over the weight's; 0 for a dense one."""
-    ts = _tensors(args)
-    x, w = (ts[1], ts[2]) if "backward" in str(func) and len(ts) >= 3 else (ts[:2] if len(ts) >= 2 else (None, None))
+    x, w = _conv_operands(func, args)
     if x is None or w is None or x.dim() < 3 or w.dim() < 3 or not w.shape[1]:
         return 0
     g = int(x.shape[1]) // int(w.shape[1])
@@ -340,8 +348,7 @@ def conv_groups(func, args) -> int:
 
 def conv_kernel(func, args) -> int:
     """Kernel elements per channel of a convolution (forward or backward): 1 for 1×1, 9 for 3×3."""
-    ts = _tensors(args)
-    w = ts[2] if "backward" in str(func) and len(ts) >= 3 else ts[1] if len(ts) >= 2 else None
+    w = _conv_operands(func, args)[1]
     return int(math.prod(w.shape[2:])) if w is not None and w.dim() >= 3 else 0
 
 

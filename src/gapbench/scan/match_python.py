@@ -550,8 +550,7 @@ class _FileMatch:
             if not (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)):
                 continue
             sources = next((k.value for k in node.value.keywords if k.arg == "sources"), None)
-            if sources is None or not _names_source(ast.Call(func=node.value.func, args=[sources], keywords=[]),
-                                                    (".cu", ".cuh")):
+            if sources is None or not _names_source(sources, (".cu", ".cuh")):
                 continue
             names = [t.id for t in node.targets if isinstance(t, ast.Name)]
             if not names:
@@ -856,8 +855,9 @@ def _is_list_value(node: ast.AST) -> bool:
     return isinstance(node, (ast.List, ast.ListComp))
 
 
-def _names_source(call: ast.Call, endings: tuple[str, ...]) -> bool:
-    """A call given a file whose name has one of these endings (`load(..., sources=["k.cpp", "k.cu"])`)."""
+def _names_source(call: ast.AST, endings: tuple[str, ...]) -> bool:
+    """A call (or one of its arguments) given a file whose name has one of these endings (`load(...,
+    sources=["k.cpp", "k.cu"])`)."""
     return bool(endings) and any(isinstance(n, ast.Constant) and isinstance(n.value, str) and n.value.endswith(endings)
                                  for n in ast.walk(call))
 

@@ -5,8 +5,9 @@ whose rate at few channels is far from a square GEMM's, and a depthwise one's (K
 every input element read K² times) is memory-bound at a small fraction of it: this is the rate a model's
 convolutions of each kind run at there.
 
-FLOPs: torch.utils.flop_counter's convolution formulas (forward 2·N·H·W·C_out·(C_in/groups)·K², K the kernel side;
-backward the gradients of the input and the weight, twice that), the count a model trace uses. Bytes: input and weight read,
+FLOPs: forward 2·N·H·W·C_out·(C_in/groups)·K², K the kernel side; backward the gradients of the input and the
+weight, twice that: torch.utils.flop_counter's formulas for a dense convolution, and the count a model trace uses
+(gapbench.assess.work counts a grouped one's backward itself: the counter takes its weight gradient for a dense one's). Bytes: input and weight read,
 output written (forward); the output gradient, input and weight read, both gradients written (backward). Each
 variant checks the output (forward) or the input gradient (backward) against float64 on the CPU.
 
@@ -59,7 +60,7 @@ def conv_flops(batch: int, c_in: int, c_out: int, hw: int, backward: bool, kerne
 class Conv(OperatorWorkload):
     name = "conv"
     unit = "TFLOP/s"
-    unit_help = "torch.utils.flop_counter's convolution FLOPs (2·N·H·W·C_out·C_in·K² forward, twice that backward) per s"
+    unit_help = "convolution FLOPs (2·N·H·W·C_out·C_in/groups·K² forward, twice that backward) per s"
     description = ("3×3, 1×1 and depthwise conv2d forward and backward per dtype and shape, the backend's own "
                    "algorithm")
     presets = {"tiny": "one shape (16 channels at 16×16) per dtype and pass (tests)",
