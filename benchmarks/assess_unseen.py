@@ -5,9 +5,9 @@ Pairs this one CPU can make: 1 thread against 2 threads at fp32, and (with --bf1
 For each thread count one `gapbench run --suite assess` measures the rates the prediction reads (GEMM per dtype
 and shape, grouped GEMM, convolution, attention, element-wise, bandwidth, per-operator cost), one
 `gapbench run -w gemm:listed` the GEMM shapes the models' steps use (the shapes `gapbench assess` names: those
-that carry 99% of each step's GEMM FLOPs), and, right after, one `gapbench run --workload-file
-benchmarks/assess_models.py` measures each model's training step (forward, loss, backward, AdamW), each in --runs
-interleaved passes. Each model's step is traced through `--entry`
+that carry 99% of each step's GEMM FLOPs), one `gapbench run -w conv:listed` their convolutions likewise, and,
+right after, one `gapbench run --workload-file benchmarks/assess_models.py` measures each model's training step
+(forward, loss, backward, AdamW), each in --runs interleaved passes. Each model's step is traced through `--entry`
 (benchmarks.assess_models:NAME, on real tensors: `gapbench assess --real`), the gap is predicted from the two
 sides' rates by gapbench.assess.speed.predict (the code `gapbench assess` uses) and set against the measured gap
 of the two rows, judged as `compare` judges it. The error is predicted − measured, in percentage points.
@@ -94,6 +94,10 @@ def shapes_file(threads: int) -> str:
     return f"shapes-{threads}t.json"
 
 
+def convs_file(threads: int) -> str:
+    return f"convs-{threads}t.json"
+
+
 UPDATE_OPS = ("lerp", "addcmul", "addcdiv")  # the optimizer's update operators, measured after the first runs
 
 
@@ -112,19 +116,30 @@ def updates_rows(out: Path, threads: int) -> list:
     return [m for m in results.load(path).measurements if m.variant.get("op") in UPDATE_OPS]
 
 
-SHAPE_SHARE = 0.99  # of a step's dense GEMM FLOPs: the shapes that carry it are measured
+SHAPE_SHARE = 0.99  # of a step's dense GEMM (convolution) FLOPs: the shapes that carry it are measured
 MAX_SHAPES = 60
 
 
 def step_shapes(works) -> list[str]:
     """The dense GEMM shapes ('MxNxK') that carry SHAPE_SHARE of each traced step's GEMM FLOPs, most FLOPs first,
     each once over all the steps."""
+    return _carrying(works, lambda it: "x".join(map(str, it.shape))
+                     if it.cls == "gemm" and not it.groups and it.shape else None)
+
+
+def step_convs(works) -> list[str]:
+    """The convolutions ('NxCINxCOUTxHWxKxG', as conv:listed measures them) that carry SHAPE_SHARE of each traced
+    step's convolution FLOPs, most FLOPs first, each once over all the steps."""
+    return _carrying(works, lambda it: it.conv_spec)
+
+
+def _carrying(works, key_of) -> list[str]:
     out: dict[str, None] = {}
     for work in works:
         flops: dict[str, float] = {}
         for it in work.items:
-            if it.cls == "gemm" and not it.groups and it.shape:
-                key = "x".join(map(str, it.shape))
+            key = key_of(it)
+            if key is not None:
                 flops[key] = flops.get(key, 0.0) + it.flops * it.count
         total, acc = sum(flops.values()), 0.0
         for key in sorted(flops, key=lambda k: -flops[k]):
@@ -139,9 +154,10 @@ def dtypes_at(threads: int, bf16: bool) -> list[str]:
     return ["fp32", "bf16"] if bf16 and threads == 1 else ["fp32"]
 
 
-def measure(out: Path, names: list[str], runs: int, bf16: bool, reuse: bool, shapes: list[str]) -> list[dict]:
-    """Per thread count: the rates (the `assess` suite and the steps' GEMM shapes), then the models right after, so
-    that a side's rates and its models are measured close together in time on a shared machine."""
+def measure(out: Path, names: list[str], runs: int, bf16: bool, reuse: bool, shapes: list[str],
+            convs: list[str] = ()) -> list[dict]:
+    """Per thread count: the rates (the `assess` suite, the steps' GEMM shapes and convolutions), then the models
+    right after, so that a side's rates and its models are measured close together in time on a shared machine."""
     log = []
     for t in THREADS:
         wl = [x for n in names for x in ("-w", f"{WORKLOAD}:{n}")]
@@ -150,6 +166,9 @@ def measure(out: Path, names: list[str], runs: int, bf16: bool, reuse: bool, sha
         if shapes:
             plan.append((shapes_file(t), ["-w", "gemm:listed", "--gemm-shapes", ",".join(shapes), "--dtype", dtypes,
                                           "--label", label(t)]))
+        if convs:
+            plan.append((convs_file(t), ["-w", "conv:listed", "--conv-shapes", ",".join(convs), "--dtype", dtypes,
+                                         "--label", label(t)]))
         plan.append((models_file(t), ["--workload-file", WORKLOAD_FILE, *wl, "--dtype", dtypes, "--label",
                                       label(t)]))
         log += accuracy.run_passes(out, plan, runs, t, reuse, run=gapbench)
@@ -163,7 +182,8 @@ def side(out: Path, threads: int, dtype: str):
 
     rates = results.load(out / rates_file(threads))
     models = results.load(out / models_file(threads))
-    listed = results.load(out / shapes_file(threads)).measurements if (out / shapes_file(threads)).exists() else []
+    listed = [m for f in (shapes_file(threads), convs_file(threads)) if (out / f).exists()
+              for m in results.load(out / f).measurements]
     updates = updates_rows(out, threads)
     merged = results.ResultSet(host=rates.host, device=rates.device, label=label(threads, dtype),
                                measurements=rates.measurements + listed + updates + models.measurements,
@@ -301,8 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", type=int, default=2, help="interleaved passes per gapbench run (--runs)")
     ap.add_argument("--bf16", action="store_true", help="add the fp32 vs bf16 pair at 1 thread")
     ap.add_argument("--reuse", action="store_true", help="keep runs already in --out; measure only what is missing")
-    ap.add_argument("--no-listed", action="store_true", help="do not measure the steps' own GEMM shapes "
-                    "(gemm:listed): the prediction reads the assess suite's shapes only")
+    ap.add_argument("--no-listed", action="store_true", help="do not measure the steps' own GEMM shapes and "
+                    "convolutions (gemm:listed, conv:listed): the prediction reads the assess suite's shapes only")
     ap.add_argument("--held-aside-once", action="store_true",
                     help="score the held-aside models (once, after the work on the step-time model), not the "
                          "development ones")
@@ -317,7 +337,8 @@ def main(argv: list[str] | None = None) -> int:
     log = json.loads(log_file.read_text()) if args.reuse and log_file.exists() else []
     works = traced_all(names, args.bf16)
     shapes = [] if args.no_listed else step_shapes(works.values())
-    log += measure(out, names, args.runs, args.bf16, args.reuse, shapes)
+    convs = [] if args.no_listed else step_convs(works.values())
+    log += measure(out, names, args.runs, args.bf16, args.reuse, shapes, convs)
     log_file.write_text(json.dumps(log, indent=1) + "\n", encoding="utf-8")
     rows = evaluate(out, names, args.bf16, works)
     loads.append(f"end: {uptime()}")

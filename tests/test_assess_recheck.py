@@ -49,6 +49,8 @@ def test_the_workloads_rows_are_replaced_and_the_model_rows_kept(tmp_path):
         assert [(p.groups, p.rate.value) for p in replaced.conv[("fp32", "forward")]] == [(96, 0.0005e12 * t)]
         assert [m.value for m in replaced.models] == [m.value for m in own.models] == [2.0 * t]
         assert replaced.gemm == own.gemm                                          # other workloads untouched
+        added = assess_recheck.sides(run, t, "fp32", "conv", new, add=True)        # --add: both, side by side
+        assert sorted(p.groups for p in added.conv[("fp32", "forward")]) == [0, 96]
 
 
 def test_a_held_aside_model_is_refused_and_a_missing_file_is_exit_code_2(tmp_path, capsys):

@@ -37,6 +37,7 @@ from gapbench.compare.keys import ACCUM, beside_only, row_variant
 from gapbench.compare.rates import is_end_to_end
 from gapbench.results import Measurement, ResultSet
 from gapbench.stats import normal_quantile
+from gapbench.workloads.micro.options import default_padding
 
 MEMBW_KERNELS = ("copy", "scale", "add", "triad", "dot")
 LAUNCH_KINDS = ("op", "train", "infer")
@@ -72,6 +73,8 @@ class GemmPoint:
     kernel: int = 0  # convolutions: kernel elements per channel (9 for 3×3, 1 for 1×1)
     groups: int = 0  # grouped GEMMs: the groups of one call (m, n, k: one group's); grouped convolutions: theirs
     layout: str = ""  # grouped GEMMs: rows | k (which dimension the offsets split)
+    stride: int = 1  # convolutions: the stride (a row of conv:listed can have one; the fixed presets' are 1)
+    padding: int = -1  # convolutions: the padding (-1: not a convolution)
 
 
 @dataclass(frozen=True)
@@ -131,15 +134,19 @@ class PlatformRates:
                                         -p.rate.value))
 
     def conv_rate(self, dtype: str, backward: bool, shape: tuple[int, int, int], kernel: int = 0,
-                  groups: int = 0) -> GemmPoint | None:
+                  groups: int = 0, stride: int = 1, padding: int | None = None) -> GemmPoint | None:
         """The measured convolution of this dtype and pass nearest in im2col shape, among those of the same kernel
         size where there are any (a 1×1 convolution is a plain GEMM to the backend, a 3×3 one is not). A grouped
         (depthwise) convolution only at grouped rows, and a dense one only at dense rows: one runs memory-bound at
-        a fraction of the other's FLOP rate, so without rows of its kind there is no rate (None)."""
+        a fraction of the other's FLOP rate, so without rows of its kind there is no rate (None). Among those, the
+        rows of the same stride where there are any (a stride-2 convolution reads four times the input per output),
+        and of those the rows of the same padding where there are any (a backend can take another algorithm for a
+        pre-padded input: on a CPU a depthwise 3×3 ran 2-4 times apart)."""
         points = [p for p in self.conv.get((dtype, "backward" if backward else "forward")) or []
                   if (p.groups > 1) == (groups > 1)]
-        same = [p for p in points if p.kernel == kernel]
-        return _nearest(same or points, shape)
+        same = [p for p in points if p.kernel == kernel] or points
+        same = [p for p in same if p.stride == max(1, stride)] or same
+        return _nearest([p for p in same if p.padding == padding] or same, shape)
 
     def elementwise_at(self, op: str, dtype: str, elements: int) -> SizePoint | None:
         """The measured rate of this operator (or the one it is priced as) and dtype nearest in elements."""
@@ -324,12 +331,14 @@ def _add_conv(pr: PlatformRates, m: Measurement) -> None:
     v = m.variant
     if v.get("pass") not in ("forward", "backward"):
         return
-    ks, groups = int(v.get("kernel", 3)), int(v.get("groups", 1))
+    ks, groups, stride = int(v.get("kernel", 3)), int(v.get("groups", 1)), int(v.get("stride", 1))
+    pad = int(v.get("padding", default_padding(ks)))
     mm, nn, kk = v["batch"] * v["hw"] * v["hw"], v["c_out"], v["c_in"] // groups * ks ** 2
     kind = f"depthwise {ks}×{ks} {v['c_in']} ch" if groups > 1 else f"{ks}×{ks} {v['c_in']}→{v['c_out']} ch"
     pr.conv.setdefault((str(v.get("dtype")), v["pass"]), []).append(GemmPoint(int(mm), int(nn), int(kk), _rate(
-        m, m.value * 1e12, f"conv {v.get('dtype')} {v['pass']} {kind} {v['hw']}² ×{v['batch']}"), ks * ks,
-        groups=groups if groups > 1 else 0))
+        m, m.value * 1e12, f"conv {v.get('dtype')} {v['pass']} {kind} {v['hw']}² ×{v['batch']}"
+        + (f" stride {stride}" if stride > 1 else "") + (f" padding {pad}" if pad != default_padding(ks) else "")),
+        ks * ks, groups=groups if groups > 1 else 0, stride=stride, padding=pad))
 
 
 def _add_grouped(pr: PlatformRates, m: Measurement) -> None:

@@ -30,6 +30,7 @@ are one platform running one trace (then there is nothing to be wrong about). Th
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -73,6 +74,9 @@ class SidePrediction:
     # (dtype, 'MxNxK'), and their share of the step's dense GEMM FLOPs
     unmeasured_gemm: tuple[tuple[str, str], ...] = ()
     unmeasured_share: float = 0.0
+    # the same for its convolutions: (dtype, 'NxCINxCOUTxHWxKxG') and their share of the step's convolution FLOPs
+    unmeasured_conv: tuple[tuple[str, str], ...] = ()
+    unmeasured_conv_share: float = 0.0
 
 
 SHAPE_TOLERANCE = 0.25  # sum of |log| ratios of m, n, k within which a measured GEMM row is "at" a step's shape
@@ -95,6 +99,30 @@ def unmeasured_gemm(work: Work, pr: PlatformRates) -> tuple[tuple[tuple[str, str
     order = sorted(flops, key=lambda k: -flops[k])
     share = sum(flops.values()) / total if total > 0 else 0.0
     return tuple((d, "x".join(map(str, sh))) for d, sh in order), share
+
+
+def unmeasured_conv(work: Work, pr: PlatformRates) -> tuple[tuple[tuple[str, str], ...], float]:
+    """The traced step's convolutions whose nearest measured row of their kind on this side (the same pass,
+    kernel size, stride, padding and groupedness) is off by more than SHAPE_TOLERANCE in im2col shape or in groups
+    (`conv:listed --conv-shapes` measures them), most FLOPs first, and their share of the step's convolution
+    FLOPs. Forward and backward of one convolution are one spec: conv:listed measures both."""
+    flops: dict[tuple[str, str], float] = {}
+    total = 0.0
+    for it in work.items:
+        spec = it.conv_spec
+        if spec is None:
+            continue
+        total += it.flops * it.count
+        point = pr.conv_rate(it.dtype, "backward" in it.op, it.shape, it.kernel, it.groups, it.stride, it.padding)
+        if point is None or point.kernel != it.kernel or point.stride != max(1, it.stride) \
+                or point.padding != it.padding \
+                or shape_distance((point.m, point.n, point.k), it.shape) \
+                > SHAPE_TOLERANCE or abs(math.log(max(1, point.groups) / max(1, it.groups))) > SHAPE_TOLERANCE:
+            key = (it.dtype, spec)
+            flops[key] = flops.get(key, 0.0) + it.flops * it.count
+    order = sorted(flops, key=lambda k: -flops[k])
+    share = sum(flops.values()) / total if total > 0 else 0.0
+    return tuple(order), share
 
 
 @dataclass(frozen=True)
@@ -234,7 +262,7 @@ def compute_rate(pr: PlatformRates, it):
         return pr.gemm_rate(it.dtype, shape), f"no {it.dtype} GEMM rows (gemm)"
     if it.cls == "conv":
         kind = "depthwise " if it.groups else ""
-        return (pr.conv_rate(it.dtype, backward, shape, it.kernel, it.groups),
+        return (pr.conv_rate(it.dtype, backward, shape, it.kernel, it.groups, it.stride, it.padding),
                 f"no {it.dtype} {pas} {kind}convolution rows (conv)")
     return pr.attention_rate(it.dtype, backward, shape), f"no {it.dtype} {pas} attention rows (attention)"
 
@@ -322,7 +350,8 @@ def predict(sides: list[tuple[Work, PlatformRates]], draws: int = DRAWS, seed: i
         flagged = tuple(sorted({r.source for j, r in enumerate(table.rates) if r.flagged and _uses(plan, j)}))
         side_preds.append(SidePrediction(pr.name, pr.path, point[i], float(lo), float(hi), _classes(plan, nominal),
                                          "train" if work.has_backward else "infer", pr.synchronous, pr.spread,
-                                         pr.spread_basis, flagged, *unmeasured_gemm(work, pr)))
+                                         pr.spread_basis, flagged, *unmeasured_gemm(work, pr),
+                                         *unmeasured_conv(work, pr)))
     glo, ghi = np.percentile(gaps, q)
     check, note = measured_check(sides, point, history)
     return SpeedPrediction(side_preds[0], side_preds[1], (point[0] / point[1] - 1) * 100, float(glo), float(ghi),

@@ -25,6 +25,7 @@ from torch.utils._pytree import tree_flatten
 from gapbench.coverage.dispatch import OpRecorder, in_backward
 from gapbench.devices.dtypes import name_of
 from gapbench.workloads.micro.launch import SKIPPED, is_composite
+from gapbench.workloads.micro.options import default_padding
 
 CLASSES = ("gemm", "conv", "attention", "memory", "collective", "view")
 COMPUTE = ("gemm", "conv", "attention")  # classes priced by a FLOP rate
@@ -49,11 +50,35 @@ class Item:
     groups: int = 0  # a grouped gemm: its groups (shape is then one group's (m, n, k)); a grouped conv: its groups
     #                  (the channels of a depthwise one); 0: not grouped
     layout: str = ""  # a grouped gemm: rows (the offsets split the rows) | k (they split the shared dimension)
+    images: int = 0  # conv: the batch (the images of one call; shape's m is images × output pixels)
+    stride: int = 0  # conv: its stride (the larger of its two; 0: not a convolution)
+    padding: int = 0  # conv: its padding (the larger of its two)
 
     @property
     def key(self) -> tuple:
         return (self.op, self.cls, self.dtype, self.phase, self.flops, self.bytes, self.shape, self.elements,
-                self.kernel, self.groups, self.layout)
+                self.kernel, self.groups, self.layout, self.images, self.stride, self.padding)
+
+    @property
+    def conv_spec(self) -> str | None:
+        """A 2-D convolution as `conv:listed --conv-shapes` measures it, NxCINxCOUTxHWxKxG[xS[xP]]: the batch, the
+        channels, the output's side (of a square with its pixels), the kernel's side, the groups, then the stride and
+        the padding where they are not conv:listed's defaults (1; K // 2 for an odd kernel, 0 for an even one); None
+        for anything else (a 1-D or 3-D, dilated or transposed convolution, a kernel that is not square). Forward and
+        backward of one convolution give the same spec."""
+        if self.cls != "conv" or not self.shape or self.kernel <= 0 or self.images <= 0:
+            return None
+        m, n, k = self.shape
+        images, groups = self.images, max(1, self.groups)
+        hw = max(1, round(math.sqrt(m / images)))
+        side = round(math.sqrt(self.kernel))
+        if side * side != self.kernel or (hw - 1) * max(1, self.stride) + side - 2 * self.padding < 1:
+            return None     # a 1×7 kernel, or a padding wider than the kernel (a causal one): no square row has it
+        c_in = max(1, k // self.kernel) * groups
+        spec = f"{images}x{c_in}x{n}x{hw}x{side}x{groups}"
+        padded = self.padding != default_padding(side)
+        return spec + (f"x{max(1, self.stride)}" if self.stride > 1 or padded else "") \
+            + (f"x{self.padding}" if padded else "")
 
     @property
     def packet(self) -> str:
@@ -65,7 +90,8 @@ class Item:
         return {"op": self.op, "class": self.cls, "dtype": self.dtype, "phase": self.phase, "count": self.count,
                 "flops": self.flops, "bytes": self.bytes, "shape": list(self.shape) if self.shape else None,
                 "elements": self.elements, "kernel": self.kernel,
-                **({"groups": self.groups, "layout": self.layout} if self.groups else {})}
+                **({"groups": self.groups, "layout": self.layout} if self.groups else {}),
+                **({"images": self.images, "stride": self.stride, "padding": self.padding} if self.images else {})}
 
 
 @dataclass
@@ -346,6 +372,40 @@ def conv_groups(func, args) -> int:
     return g if g > 1 else 0
 
 
+def conv_images(func, args) -> int:
+    """The batch of a plain 2-D convolution's input (forward or backward); 0 for any other (1-D or 3-D, dilated,
+    transposed): conv:listed measures none of those."""
+    x, w = _conv_operands(func, args)
+    plain = _conv_pair(func, args, 2) <= 1 and not _conv_arg(func, args, 3)
+    return int(x.shape[0]) if x is not None and w is not None and x.dim() == 4 and w.dim() == 4 and plain else 0
+
+
+def conv_stride(func, args) -> int:
+    """The stride of a convolution (the larger of its two): aten.convolution's fourth argument, its backward's
+    fifth."""
+    return max(1, _conv_pair(func, args, 0))
+
+
+def conv_padding(func, args) -> int:
+    """The padding of a convolution (the larger of its two): the argument after the stride."""
+    return _conv_pair(func, args, 1)
+
+
+def _conv_pair(func, args, after_stride: int) -> int:
+    """The larger of a pair argument (stride: 0, padding: 1, dilation: 2 after the stride); 0 if absent."""
+    pair = _conv_arg(func, args, after_stride)
+    if isinstance(pair, (list, tuple)) and pair and all(isinstance(x, int) for x in pair):
+        return max(pair)
+    return 0
+
+
+def _conv_arg(func, args, after_stride: int):
+    """aten.convolution(input, weight, bias, stride, padding, dilation, transposed, ...) and its backward
+    (grad_output, input, weight, bias_sizes, stride, ...): the argument `after_stride` places after the stride."""
+    at = (4 if "backward" in str(func) else 3) + after_stride
+    return args[at] if len(args) > at else None
+
+
 def conv_kernel(func, args) -> int:
     """Kernel elements per channel of a convolution (forward or backward): 1 for 1×1, 9 for 3×3."""
     w = _conv_operands(func, args)[1]
@@ -372,4 +432,7 @@ def describe(func, args, kwargs, out, phase: str) -> Item:
     return Item(str(func), cls, dtype_name(first.dtype if first is not None else None), phase, flops, nbytes, shape,
                 elements=out_elements(out) if cls == "memory" else 0,
                 kernel=conv_kernel(func, args) if cls == "conv" else 0,
-                groups=conv_groups(func, args) if cls == "conv" else 0)
+                groups=conv_groups(func, args) if cls == "conv" else 0,
+                images=conv_images(func, args) if cls == "conv" else 0,
+                stride=conv_stride(func, args) if cls == "conv" else 0,
+                padding=conv_padding(func, args) if cls == "conv" else 0)

@@ -214,6 +214,7 @@ def _speed_section(a: Assessment) -> Section:
                       f"({s.level:.0%} interval; > 0: the target is faster).")
     sec.blocks.append(_method_text(s))
     sec.blocks += [line for p in (src, tgt) if (line := _shapes_line(p))]
+    sec.blocks += [line for p in (src, tgt) if (line := _convs_line(p))]
     m = s.measured
     if m is not None:
         err = m.step_error_pct
@@ -234,17 +235,29 @@ SHOWN_SHAPES = 24  # the most a --gemm-shapes list in a hint names
 def _shapes_line(p) -> str:
     """Which GEMM shapes of the step a side priced at a farther measured shape, and the command that measures
     them there."""
-    if not p.unmeasured_gemm:
+    return _listed_line(p.platform, p.unmeasured_gemm, p.unmeasured_share, "GEMM shape(s)", "GEMM FLOPs", "",
+                        "gemm", "--gemm-shapes")
+
+
+def _convs_line(p) -> str:
+    """The same for the step's convolutions (conv:listed measures them, forward and backward)."""
+    return _listed_line(p.platform, p.unmeasured_conv, p.unmeasured_conv_share, "convolution(s)",
+                        "convolution FLOPs", " of their kind", "conv", "--conv-shapes")
+
+
+def _listed_line(platform: str, unmeasured, share: float, what: str, flops: str, kind: str, workload: str,
+                 flag: str) -> str:
+    if not unmeasured:
         return ""
     by_dtype: dict[str, list[str]] = {}
-    for dtype, shape in p.unmeasured_gemm[:SHOWN_SHAPES]:
+    for dtype, shape in unmeasured[:SHOWN_SHAPES]:
         by_dtype.setdefault(dtype, []).append(shape)
-    cmds = "; ".join(f"`gapbench run -w gemm:listed --dtype {d} --gemm-shapes {','.join(sh)}`"
+    cmds = "; ".join(f"`gapbench run -w {workload}:listed --dtype {d} {flag} {','.join(sh)}`"
                      for d, sh in by_dtype.items())
-    more = len(p.unmeasured_gemm) - SHOWN_SHAPES
-    return (f"{p.platform}: {len(p.unmeasured_gemm)} GEMM shape(s) of this step, {p.unmeasured_share:.0%} of its "
-            f"GEMM FLOPs, have no measured row at their shape and were priced at the nearest one; measure them on "
-            f"that machine with {cmds}" + (f" (and {more} smaller ones)" if more > 0 else "") + ".")
+    more = len(unmeasured) - SHOWN_SHAPES
+    return (f"{platform}: {len(unmeasured)} {what} of this step, {share:.0%} of its {flops}, have no measured row "
+            f"at their shape and were priced at the nearest one{kind}; measure them on that machine with {cmds}"
+            + (f" (and {more} smaller ones)" if more > 0 else "") + ".")
 
 
 def _method_text(s) -> str:

@@ -1,6 +1,9 @@
 """2-D convolution: `torch.nn.functional.conv2d` (3×3, stride 1, padding 1, as UNets and VAEs use it, and 1×1,
 their channel projections and shortcuts; depthwise 3×3 and 7×7, one filter per channel, as MobileNets and ConvNeXts
-use them), forward and backward apart, per dtype and shape. The backend picks its algorithm (cuDNN, MIOpen, oneDNN),
+use them), forward and backward apart, per dtype and shape; the `listed` preset measures the convolutions it is
+given (a model step's own, as `gapbench assess` names them: any kernel, groups, stride and padding, on the input
+that gives the output's side: (side − 1) × stride + K − 2 × padding). The backend picks its algorithm (cuDNN,
+MIOpen, oneDNN),
 whose rate at few channels is far from a square GEMM's, and a depthwise one's (K² multiply-adds per output element,
 every input element read K² times) is memory-bound at a small fraction of it: this is the rate a model's
 convolutions of each kind run at there.
@@ -21,8 +24,10 @@ from __future__ import annotations
 import torch
 
 from gapbench.devices.dtypes import DTYPES
+from gapbench.errors import GapbenchError
 from gapbench.workloads.base import Context, Variant
 from gapbench.workloads.micro.operator import Op, OperatorWorkload, relative_error
+from gapbench.workloads.micro.options import ConvShapeOptions, default_padding
 
 TOLERANCE = {"fp32": 1e-4, "tf32": 4e-3, "bf16": 3e-2, "fp16": 5e-3}  # of max |error| over max |reference|
 PASSES = ("forward", "backward")
@@ -43,6 +48,18 @@ _SHAPES = {
                               (32, 256, 256, 56, 7, 256), (32, 1024, 1024, 14, 7, 1024), (32, 144, 144, 56, 3, 144),
                               (32, 576, 576, 14, 3, 576)]},
 }
+
+
+LISTED_NEEDS = ("the listed preset measures the convolutions of --conv-shapes NxCINxCOUTxHW[xK[xG[xS[xP]]]][,...]; none "
+                "were "
+                "given (`gapbench assess` names a traced step's own)")
+
+
+def in_side(hw: int, kernel: int, stride: int = 1, pad: int | None = None) -> int:
+    """The input's side that gives an output of side `hw` at this kernel, stride and padding (default_padding unless
+    given)."""
+    pad = default_padding(kernel) if pad is None else pad
+    return (hw - 1) * stride + kernel - 2 * pad
 
 
 def gemm_equivalent(batch: int, c_in: int, c_out: int, hw: int, kernel: int = 3,
@@ -66,19 +83,33 @@ class Conv(OperatorWorkload):
     presets = {"tiny": "one shape (16 channels at 16×16) per dtype and pass (tests)",
                "quick": "32–256 channels at 8²–128² pixels, the few-channel ends (4 in, 3 out), 1×1 projections and "
                         "depthwise 3×3 and 7×7 at 96–576 channels (CPU) / UNet-sized 320–1280 channels, the same ends "
-                        "and 1×1 projections, depthwise 3×3 and 7×7 at 144–1024 channels (accelerator)"}
+                        "and 1×1 projections, depthwise 3×3 and 7×7 at 144–1024 channels (accelerator)",
+               "listed": "the convolutions of --conv-shapes per dtype and pass (a model step's own: `gapbench assess` "
+                         "names them)"}
     shapes = _SHAPES
+    options = ConvShapeOptions
     dtypes = ("fp32", "tf32", "bf16", "fp16")
     tf32_op = "conv"
 
+    def check(self, options, preset: str) -> None:
+        if preset == "listed" and not options.conv_shapes:
+            raise ValueError(LISTED_NEEDS)
+
     def variants(self, preset: str, ctx: Context) -> list[Variant]:
-        shapes = self.shapes_for(preset, ctx)
+        if preset == "listed":
+            shapes = list(dict.fromkeys(tuple(s) for s in self.opts(ctx).conv_shapes or ()))
+            if not shapes:
+                raise GapbenchError(LISTED_NEEDS)
+        else:
+            shapes = self.shapes_for(preset, ctx)
         out = []
         for d in ctx.dtypes(self.dtypes):
             size = DTYPES[d].itemsize
             for b, ci, co, hw, *rest in shapes:
-                kernel, groups = (list(rest) + [3, 1][len(rest):])[:2]
-                io = b * hw * hw * (ci + co) * size + co * ci // groups * kernel * kernel * size
+                kernel, groups, stride = (list(rest) + [3, 1, 1][len(rest):])[:3]
+                pad = rest[3] if len(rest) > 3 else default_padding(kernel)
+                io = b * (in_side(hw, kernel, stride, pad) ** 2 * ci + hw * hw * co) * size \
+                    + co * ci // groups * kernel * kernel * size
                 for p in PASSES:
                     back = p == "backward"
                     params = {"dtype": d, "batch": b, "c_in": ci, "c_out": co, "hw": hw, "pass": p}
@@ -86,6 +117,10 @@ class Conv(OperatorWorkload):
                         params["kernel"] = kernel
                     if groups != 1:
                         params["groups"] = groups
+                    if stride != 1:
+                        params["stride"] = stride
+                    if pad != default_padding(kernel):
+                        params["padding"] = pad
                     out.append(Variant(params, flops=conv_flops(b, ci, co, hw, back, kernel, groups),
                                        bytes=float(io * (2 if back else 1))))
         return out
@@ -95,15 +130,16 @@ class Conv(OperatorWorkload):
         dev, dt = ctx.device.torch_device, ctx.device.torch_dtype(p["dtype"])
         g = torch.Generator().manual_seed(0)
         back = p["pass"] == "backward"
-        x = torch.randn(p["batch"], p["c_in"], p["hw"], p["hw"], generator=g).to(dev, dt).requires_grad_(back)
-        ks, groups = p.get("kernel", 3), p.get("groups", 1)
+        ks, groups, stride = p.get("kernel", 3), p.get("groups", 1), p.get("stride", 1)
+        pad = p.get("padding", default_padding(ks))
+        side = in_side(p["hw"], ks, stride, pad)
+        x = torch.randn(p["batch"], p["c_in"], side, side, generator=g).to(dev, dt).requires_grad_(back)
         fan_in = p["c_in"] // groups * ks * ks
         w = (torch.randn(p["c_out"], p["c_in"] // groups, ks, ks, generator=g) / fan_in ** 0.5).to(dev, dt)
         w.requires_grad_(back)
-        pad = ks // 2
 
         def conv(x, w, padding):
-            return torch.nn.functional.conv2d(x, w, padding=padding, groups=groups)
+            return torch.nn.functional.conv2d(x, w, stride=stride, padding=padding, groups=groups)
 
         tol = TOLERANCE[p["dtype"]]
         if not back:
@@ -111,7 +147,7 @@ class Conv(OperatorWorkload):
                 with torch.no_grad():
                     return conv(x, w, padding=pad)
 
-            return Op(fn, lambda: _check(x, w, fn(), None, tol), f"{p['dtype']} conv2d")
+            return Op(fn, lambda: _check(x, w, fn(), None, tol, stride, pad), f"{p['dtype']} conv2d")
         graph = []  # the output and its gradient, made by the first call (which fails where no kernel exists)
 
         def backward():
@@ -121,14 +157,15 @@ class Conv(OperatorWorkload):
             x.grad = w.grad = None
             graph[0].backward(graph[1], retain_graph=True)
 
-        return Op(backward, lambda: _check(x, w, x.grad, graph[1], tol), f"{p['dtype']} conv2d")
+        return Op(backward, lambda: _check(x, w, x.grad, graph[1], tol, stride, pad), f"{p['dtype']} conv2d")
 
 
-def _check(x, w, got, grad, tol: float) -> str:
+def _check(x, w, got, grad, tol: float, stride: int, pad: int) -> str:
     """The output (or, with grad, the input gradient) of the first image against float64 on the CPU."""
     xd = x.detach()[:1].to("cpu", torch.float64).requires_grad_(grad is not None)
     groups = x.shape[1] // w.shape[1]
-    ref = torch.nn.functional.conv2d(xd, w.detach().to("cpu", torch.float64), padding=w.shape[-1] // 2, groups=groups)
+    ref = torch.nn.functional.conv2d(xd, w.detach().to("cpu", torch.float64), stride=stride, padding=pad,
+                                     groups=groups)
     if grad is not None:
         ref.backward(grad[:1].to("cpu", torch.float64))
         ref = xd.grad

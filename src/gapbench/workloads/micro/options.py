@@ -1,5 +1,5 @@
-"""The GEMM workloads' options (gemm, gemm-libs): the dtypes, whether each call starts with a cold cache, and the
-shapes the `listed` preset measures (gemm only)."""
+"""The GEMM and convolution workloads' options (gemm, gemm-libs, conv): the dtypes, whether each GEMM call starts
+with a cold cache, and the shapes the `listed` presets measure (gemm's and conv's)."""
 
 from __future__ import annotations
 
@@ -50,3 +50,58 @@ class GemmShapeOptions(GemmOptions):
                                            "list; `gapbench assess` names a traced step's own; the other presets "
                                            "measure their own shapes)",
                                            json_schema_extra={"metavar": "MxNxK[,MxNxK]"})
+
+
+_CONV = re.compile(r"\s*(\d+(?:\s*[x×]\s*\d+){3,7})\s*")
+
+
+def _conv_shapes(value: Any) -> Any:
+    """'2x32x64x56,4x96x96x32x7x96x2x0' (or a list of such strings, or of numbers) -> [[2, 32, 64, 56, 3, 1, 1, 1],
+    [4, 96, 96, 32, 7, 96, 2, 0]]: batch, input channels, output channels, the output's height = width, kernel side
+    (3 unless given), groups (1 unless given), stride (1 unless given), padding (K // 2 for an odd kernel, 0 for an
+    even one, unless given)."""
+    value = comma_list(value)
+    if not isinstance(value, list):
+        return value
+    out = []
+    for item in value:
+        shown = item if isinstance(item, str) else "x".join(map(str, item)) if isinstance(item, (list, tuple)) \
+            else repr(item)
+        if isinstance(item, str):
+            found = _CONV.fullmatch(item)
+            if not found:
+                raise ValueError(f"{item!r} is not a convolution shape NxCINxCOUTxHW[xK[xG[xS[xP]]]] (e.g. 4x96x96x32x7x96)")
+            item = [int(x) for x in re.split(r"\s*[x×]\s*", found.group(1))]
+        if not (isinstance(item, (list, tuple)) and 4 <= len(item) <= 8
+                and all(isinstance(x, int) and 1 <= x <= MAX_DIM for x in item[:7])
+                and all(isinstance(x, int) and 0 <= x <= MAX_DIM for x in item[7:])):
+            raise ValueError(f"{shown}: a convolution shape NxCINxCOUTxHW[xK[xG[xS[xP]]]] is 4 to 8 whole numbers, each "
+                             f"1 to {MAX_DIM} (the padding 0 to {MAX_DIM})")
+        b, ci, co, hw, kernel, groups, stride = (list(item) + [3, 1, 1][len(item) - 4:])[:7]
+        pad = item[7] if len(item) == 8 else default_padding(kernel)
+        if ci % groups or co % groups:
+            raise ValueError(f"{shown}: the groups ({groups}) must divide the input ({ci}) and "
+                             f"output ({co}) channels")
+        if (hw - 1) * stride + kernel - 2 * pad < 1:
+            raise ValueError(f"{shown}: no input gives an output of side {hw} at this kernel, stride and padding")
+        out.append([b, ci, co, hw, kernel, groups, stride, pad])
+    return out
+
+
+def default_padding(kernel: int) -> int:
+    """What a convolution row is padded by unless told: K // 2 for an odd kernel (an image keeps its side at stride
+    1), none for an even one (a ConvNeXt's 2×2 and 4×4 downsampling)."""
+    return kernel // 2 if kernel % 2 else 0
+
+
+ConvShapes = Annotated[list[tuple[int, int, int, int, int, int, int, int]], BeforeValidator(_conv_shapes),
+                       Field(min_length=1, max_length=MAX_ITEMS)]
+
+
+class ConvShapeOptions(DtypeOptions):
+    title: ClassVar[str] = "convolution at chosen shapes (conv)"
+    conv_shapes: ConvShapes | None = Field(None, description="the convolutions conv:listed measures, "
+                                           "NxCINxCOUTxHW[xKERNEL[xGROUPS]] each (batch, channels in and out, the "
+                                           "output's side, kernel side 3 and groups 1 unless given; stride 1; a "
+                                           "comma list: `gapbench assess` names a traced step's own)",
+                                           json_schema_extra={"metavar": "NxCINxCOUTxHW[xK[xG[xS[xP]]]][,...]"})
