@@ -160,10 +160,11 @@ class Conv(OperatorWorkload):
         return Op(backward, lambda: _check(x, w, x.grad, graph[1], tol, stride, pad), f"{p['dtype']} conv2d")
 
 
-def _check(x, w, got, grad, tol: float, stride: int, pad: int) -> str:
+def _check(x, w, got, grad, tol: float, stride: int = 1, pad: int | None = None) -> str:
     """The output (or, with grad, the input gradient) of the first image against float64 on the CPU."""
     xd = x.detach()[:1].to("cpu", torch.float64).requires_grad_(grad is not None)
     groups = x.shape[1] // w.shape[1]
+    pad = default_padding(w.shape[-1]) if pad is None else pad
     ref = torch.nn.functional.conv2d(xd, w.detach().to("cpu", torch.float64), stride=stride, padding=pad,
                                      groups=groups)
     if grad is not None:
