@@ -141,7 +141,7 @@ class PlatformRates:
         a fraction of the other's FLOP rate, so without rows of its kind there is no rate (None). Among those, the
         rows of the same stride where there are any (a stride-2 convolution reads four times the input per output),
         and of those the rows of the same padding where there are any (a backend can take another algorithm for a
-        pre-padded input: on a CPU a depthwise 3×3 ran 2-4 times apart)."""
+        pre-padded input: on a CPU a depthwise 3×3 ran up to 4 times apart)."""
         points = [p for p in self.conv.get((dtype, "backward" if backward else "forward")) or []
                   if (p.groups > 1) == (groups > 1)]
         same = [p for p in points if p.kernel == kernel] or points
