@@ -6,12 +6,12 @@ there."""
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 from pathlib import Path
 
 import torch
 from tests.test_assess_speed import _m, rates_file
+from tests.test_gemm_listed import _gapbench
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -23,14 +23,10 @@ from gapbench.assess.speed import predict, unmeasured_conv
 from gapbench.assess.work import WorkRecorder
 
 
-def _gapbench(*args: str, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "gapbench", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=300)
-
-
 def test_listed_measures_exactly_the_convolutions_given(tmp_path):
     out = tmp_path / "listed.json"
-    p = _gapbench("run", "--device", "cpu", "-w", "conv:listed", "--conv-shapes", "1x4x8x6x1,1x4x8x6x1x1,1x8x8x5x7x8,1x4x8x3x2x1x2,1x8x8x4x3x8x1x0",
+    shapes = "1x4x8x6x1,1x4x8x6x1x1,1x8x8x5x7x8,1x4x8x3x2x1x2,1x8x8x4x3x8x1x0"
+    p = _gapbench("run", "--device", "cpu", "-w", "conv:listed", "--conv-shapes", shapes,
                   "--dtype", "fp32", "--no-history", "--variant-budget", "1", "--repeats", "3", "-o", str(out),
                   cwd=tmp_path)
     assert p.returncode == 0, p.stderr
