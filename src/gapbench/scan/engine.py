@@ -22,7 +22,7 @@ from gapbench.scan.findings import FileResult, Finding, Note
 from gapbench.scan.match_build import BuildRules, is_dockerfile
 from gapbench.scan.match_cpp import CppRules
 from gapbench.scan.match_notebook import scan_notebook
-from gapbench.scan.match_python import PythonRules, _short, setup_names
+from gapbench.scan.match_python import PythonRules, _short, names_extension, setup_names
 from gapbench.scan.match_text import CPP_CUDA_HINT, TextRules, is_makefile, mask_hash_comments, mask_make_messages
 from gapbench.scan.match_yaml import YamlRules
 from gapbench.scan.reading import Unreadable, open_regular, read_fd
@@ -150,6 +150,8 @@ class Matcher:
             present = self.python.gate(text, quick)
             if present is None and self.extensions and _mentions(text, self.extensions):
                 present = frozenset(self.python._quick)     # it imports one of the tree's CUDA extensions
+            if present is None and names_extension(text):
+                present = frozenset(self.python._quick)     # it imports an extension known by its name (awq_ext)
             if present is not None:
                 raw += self._python(rel, text, res, present)
         if "notebook" in kinds:

@@ -281,6 +281,7 @@ class _FileMatch:
         self.declared: set[str] = set()     # extensions this file builds (CUDAExtension(name=...), load(...))
         self.imported: set[str] = set()     # every module this file imports (full names)
         self.ext_aliases: dict[str, str] = {}   # names bound to an extension module -> its name
+        self.ext_members: set[str] = set()      # names bound to a function of an extension (`from ext import f`)
 
     def run(self, literals: tuple[str, ...]) -> list[PythonMatch]:
         found: set[str] = set()
@@ -289,6 +290,7 @@ class _FileMatch:
             walk_lines = sorted(set(walk_lines) | set(_lines_of(self.rules._walk_rx, self.text, self.starts)))
         nodes = _pruned_walk(self.tree, walk_lines, self.parents)
         self._imports(nodes)    # first: aliases are flow-insensitive, one anywhere in the file counts everywhere
+        self._assigned_aliases(nodes)
         ext_rule = self.rules.structural.get("python-extension")
         if ext_rule:
             self._declared_extensions(ext_rule[0])
@@ -451,6 +453,20 @@ class _FileMatch:
 
     # ------------------------------------------------------------ imports and aliases
 
+    def _assigned_aliases(self, nodes: list[ast.AST]) -> None:
+        """A name bound to a function of a package whose every use is a finding (`attention =
+        xformers.ops.fmha.memory_efficient_attention`): `attention(...)` calls the package, as if imported so."""
+        for node in nodes:
+            if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+                    and isinstance(node.value, ast.Attribute)):
+                continue
+            name = node.targets[0].id
+            dotted = _dotted(node.value)
+            q = _qualify(dotted, self.aliases) if dotted else None
+            if q and name not in self.aliases and self.rules._longest(self.rules.import_uses, q) \
+                    and q.split(".")[0] not in self.own:
+                self.aliases[name] = q
+
     def _imports(self, nodes: list[ast.AST]) -> None:
         reported: set[tuple[int, str]] = set()    # one finding per line of an import and rule
         for node in nodes:
@@ -483,6 +499,8 @@ class _FileMatch:
                     bound = a.asname or a.name
                     self.aliases[bound] = full if name == full else f"{module}.{a.name}"
                     self.ext_aliases[bound] = name
+                    if name != full and not full.endswith("." + name):
+                        self.ext_members.add(bound)     # `from .ext import f`: f() calls the extension
                     self.imported.add(name)
                     self._report_extension(node.lineno, node.col_offset, f"from {'.' * node.level}"
                                            f"{node.module or ''} import {a.name}", reported)
@@ -506,40 +524,69 @@ class _FileMatch:
             return
         chosen = self._chosen_builders(rule) if "Extension" in self.text else {}
         alts = ([re.escape(b) for b in builders] + [re.escape(v) for v in chosen]
-                + [r"[\w.]*cpp_extension\.(?:load|CUDAExtension)"])
+                + [r"[\w.]*cpp_extension\.(?:load|CUDAExtension|CppExtension)"])
         rx = re.compile(r"(?<![\w.])(?:" + "|".join(alts) + r")[\s\\]*\(")
+        wrapped: list[ast.Call] = []     # builder calls whose name is built from a function's parameters
         for node in _pruned_walk(self.tree, _lines_of(rx, self.text, self.starts)):
             value = node.value if isinstance(node, ast.Assign) else node
             if not isinstance(value, ast.Call):
                 continue
             dotted = _dotted(value.func)
             q = chosen.get(dotted or "") or (_qualify(dotted, self.aliases) if dotted else None)
-            if q and rule.regex.search(q) and _builds_cuda(q, value):
-                self._declare(node, value)
+            if q and rule.regex.search(q) and _builds_cuda(q, value) and not self._declare(node, value):
+                wrapped.append(value)
+        if wrapped:
+            self._wrapper_calls(wrapped)
         self.extensions |= self.declared
 
-    def _declare(self, node: ast.AST, call: ast.Call) -> None:
-        """An extension built by this call: its name (a string), and the variable it is bound to."""
-        name = next((k.value for k in call.keywords if k.arg == "name"), call.args[0] if call.args else None)
-        if isinstance(name, ast.Constant) and isinstance(name.value, str):
+    def _declare(self, node: ast.AST, call: ast.Call) -> bool:
+        """An extension built by this call: its name (a string), and the variable it is bound to. False when
+        neither is known here (the name is computed, as in a helper that wraps the builder)."""
+        name = _name_argument(call)
+        known = isinstance(name, ast.Constant) and isinstance(name.value, str)
+        if known:
             self.declared.add(name.value)
         if isinstance(node, ast.Assign):
             for t in node.targets:
                 if isinstance(t, ast.Name):
+                    known = True
                     self.declared.add(t.id)
                     self.ext_aliases[t.id] = t.id    # `ext = load(...)`: `ext.f()` calls the extension
+        return known
+
+    def _wrapper_calls(self, calls: list[ast.Call]) -> None:
+        """A helper that wraps the CUDA builder (`def make_cuda_ext(name, module, sources): ... return
+        CUDAExtension(name=f"{module}.{name}", ...)`): each call of it builds an extension, named by its `name`
+        and `module` arguments (`module.name`, the dotted path it is imported by)."""
+        wrappers = {fd.name for fd in ast.walk(self.tree) if isinstance(fd, (ast.FunctionDef, ast.AsyncFunctionDef))
+                    and any(n is c for c in calls for n in ast.walk(fd))}
+        for call in ast.walk(self.tree):
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in wrappers):
+                continue
+            name = _name_argument(call)
+            module = next((k.value for k in call.keywords if k.arg == "module"),
+                          call.args[1] if len(call.args) > 1 else None)
+            if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+                continue
+            if isinstance(module, ast.Constant) and isinstance(module.value, str) and module.value:
+                self.declared.add(f"{module.value}.{name.value}")
+            else:
+                self.declared.add(name.value)
 
     def _chosen_builders(self, rule: Rule) -> dict[str, str]:
         """Variables the CUDA builder is assigned to (`extension = CUDAExtension` where CUDA is found, then
         `extension("pkg._C", ...)`): name -> the builder's qualified name."""
         out = {}
         for node in ast.walk(self.tree):
-            if not (isinstance(node, ast.Assign) and isinstance(node.value, (ast.Name, ast.Attribute))):
+            if not isinstance(node, ast.Assign):
                 continue
-            dotted = _dotted(node.value)
-            q = _qualify(dotted, self.aliases) if dotted else None
-            if q and rule.regex.search(q) and q.endswith("CUDAExtension"):
-                out.update({t.id: q for t in node.targets if isinstance(t, ast.Name)})
+            # `extension = CUDAExtension`, or `CUDAExtension if device == "cuda" else CppExtension`
+            values = [node.value.body, node.value.orelse] if isinstance(node.value, ast.IfExp) else [node.value]
+            for value in values:
+                dotted = _dotted(value) if isinstance(value, (ast.Name, ast.Attribute)) else None
+                q = _qualify(dotted, self.aliases) if dotted else None
+                if q and rule.regex.search(q) and q.endswith("CUDAExtension"):
+                    out.update({t.id: q for t in node.targets if isinstance(t, ast.Name)})
         return out
 
     def _own_builders(self, rule: Rule) -> None:
@@ -563,10 +610,11 @@ class _FileMatch:
     def _extension_nodes(self, nodes: list[ast.AST], rule: Rule) -> list[ast.AST]:
         """Imports of the project's CUDA extensions (absolute ones), names bound to them (`ext_c = ext`), and the
         nodes on the lines that use those names (walked again: such a line need not name CUDA)."""
+        loaded = self._named_extensions(nodes)
         if not self.extensions:
             return []
         reported = {(m.line, m.rule.id) for m in self.found}
-        for node in nodes:
+        for node in nodes + loaded:
             self._extension_import(node, reported)
         for node in ast.walk(self.tree):    # `ext_c = exllamav2_ext`: another name for it
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
@@ -574,10 +622,41 @@ class _FileMatch:
                 self.ext_aliases.setdefault(node.targets[0].id, self.ext_aliases[node.value.id])
         if not self.ext_aliases:
             return []
-        rx = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(self.ext_aliases))) + r")\s*\.")
+        rx = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(self.ext_aliases))) + r")\s*[.(]")
         seen = {id(n) for n in nodes}
         return [n for n in _pruned_walk(self.tree, _lines_of(rx, self.text, self.starts), self.parents)
                 if id(n) not in seen]
+
+    def _named_extensions(self, nodes: list[ast.AST]) -> list[ast.AST]:
+        """Compiled extensions known by their names alone (`import awq_ext`, `marlin_cuda = try_import("marlin_cuda")`,
+        `importlib.import_module("exl_ext")`): a top-level module named `*_cuda` or `*_ext` that is not the project's
+        own package nor a library a rule names. Returns the nodes of their imports not walked yet."""
+        if not names_extension(self.text):
+            return []
+        found = {m.group(1) or m.group(2) for m in NAMED_EXTENSION.finditer(self.text)}
+        found = {n for n in found if n.split(".")[0] not in self.own and not self.rules._longest(self.rules.imports, n)}
+        if not found:
+            return []
+        self.extensions |= found
+        lines = sorted({bisect_right(self.starts, m.start()) for m in NAMED_EXTENSION.finditer(self.text)
+                        if (m.group(1) or m.group(2)) in found})
+        seen = {id(n) for n in nodes}
+        out = []
+        for node in _pruned_walk(self.tree, lines, self.parents):
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                if id(node) not in seen:
+                    out.append(node)
+            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and node.value.args \
+                    and (module := _module_argument(node.value.args[0])) in found \
+                    and "import" in (_dotted(node.value.func) or ""):
+                target = node.targets[0]
+                if isinstance(target, ast.Tuple) and target.elts:
+                    target = target.elts[0]
+                if isinstance(target, ast.Name):
+                    self.ext_aliases[target.id] = module
+                    self._report_extension(node.lineno, node.col_offset, f"{target.id} = {_dotted(node.value.func)}"
+                                           f"({module!r})", {(m.line, m.rule.id) for m in self.found})
+        return out
 
     def _extension_import(self, node: ast.AST, reported: set[tuple[int, str]]) -> None:
         """An import of one of the project's CUDA extensions: a finding, and the name it binds remembered."""
@@ -593,6 +672,8 @@ class _FileMatch:
                 full = f"{node.module}.{a.name}"
                 if full in self.extensions or node.module in self.extensions:
                     self.ext_aliases[a.asname or a.name] = full if full in self.extensions else node.module
+                    if full not in self.extensions:
+                        self.ext_members.add(a.asname or a.name)
                     self._report_extension(node.lineno, node.col_offset, f"from {node.module} import {a.name}",
                                            reported)
 
@@ -709,7 +790,8 @@ class _FileMatch:
                                            or node.id in self.via_module):
             return      # a name bound again (`X = None` after a failed import) or passed along is not a use
         head = dotted.split(".")[0]
-        if head in self.ext_aliases and "." in dotted and self._is_use(node):
+        if head in self.ext_aliases and ("." in dotted or head in self.ext_members) and self._is_use(node) \
+                and self._in_extension(head, dotted) and self._extension_use(node, dotted):
             rule = self.rules.structural["python-extension"][0]
             self._add(rule, node.lineno, node.col_offset, dotted)     # _C.rasterize_gaussians(...)
             return
@@ -725,6 +807,23 @@ class _FileMatch:
             r = self.rules.methods[node.attr]
             if not r.call:
                 self._add(r, node.end_lineno, node.end_col_offset - len(node.attr), f".{node.attr}")
+
+    def _in_extension(self, head: str, dotted: str) -> bool:
+        """`import pkg.backend` binds `pkg`: `pkg.backend.f()` calls the extension, `pkg.backends.flag` does not."""
+        ext = self.ext_aliases[head]
+        if not ext.startswith(head + ".") or self.aliases.get(head) not in (None, head):
+            return not dotted.endswith(("_cpu", ".cpu"))     # bound to the extension itself (`from . import _C`)
+        if dotted.endswith(("_cpu", ".cpu")):
+            return False    # the extension's CPU entry point (`ext.conv_forward_cpu(...)`) runs anywhere
+        return dotted == ext or dotted.startswith(ext + ".")
+
+    def _extension_use(self, node: ast.AST, dotted: str) -> bool:
+        """A use of an extension that runs its code: not the read of one of its enum values (`_C.Precision.Fp16`,
+        a type's member compared or stored), which names a constant the port keeps."""
+        parent = self.parents.get(id(node))
+        if isinstance(parent, ast.Call) and parent.func is node:
+            return True
+        return not any(p[:1].isupper() and not p.isupper() for p in dotted.split(".")[1:-1])
 
     def _runs(self, node: ast.Name) -> bool:
         """A bare name (bound by `from m import name`) is used where it runs: called, a decorator, a base class,
@@ -784,6 +883,32 @@ class _FileMatch:
         for r in self.strings:
             if r.regex.search(node.value) and (r.compared or not compared):
                 self._add(r, node.lineno, node.col_offset, repr(node.value))
+
+
+# a compiled extension known by its name: `import awq_ext`, `from marlin_cuda import mul`, `try_import("exl_ext")`
+NAMED_EXTENSION = re.compile(r"^[ \t]*(?:import|from)[ \t]+([A-Za-z]\w*_(?:cuda|ext))\b(?![ \t]*\.)"
+                              r"|import\w*\([ \t]*f?[\"']([A-Za-z][\w.{}]*_(?:cuda|ext|C))[\"'][ \t]*\)", re.M)
+
+
+def names_extension(text: str) -> bool:
+    """Whether the text may import a compiled extension known by its name (a substring test first: cheap)."""
+    return ("_cuda" in text or "_ext" in text or "_C'" in text or '_C"' in text) \
+        and NAMED_EXTENSION.search(text) is not None
+
+
+def _module_argument(arg: ast.AST) -> str | None:
+    """A module name given to an import function: a string, or an f-string read with `{...}` for its fields."""
+    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
+        return arg.value
+    if isinstance(arg, ast.JoinedStr):
+        return "".join(v.value if isinstance(v, ast.Constant) else "{" + (_dotted(v.value) or "") + "}"
+                       for v in arg.values)
+    return None
+
+
+def _name_argument(call: ast.Call) -> ast.AST | None:
+    """An extension builder's `name`: its keyword, else its first positional argument."""
+    return next((k.value for k in call.keywords if k.arg == "name"), call.args[0] if call.args else None)
 
 
 def _builds_cuda(q: str, call: ast.Call) -> bool:

@@ -1,0 +1,59 @@
+"""Compiled CUDA extensions and the build scripts around them, as a scan of unseen code meets them
+(tests/fixtures/scan_extensions): extensions built through a helper that wraps the builder, chosen by a condition or
+named by their CUDA sources; functions imported from an extension and called bare; an extension known by its name
+alone (`import marlin_cuda`, `try_import("awq_ext")`, `importlib.import_module(f"..._C")`); a package function bound
+to a name; the CUDA version variables of a Dockerfile, a CI matrix's cuDNN axis and a CI script asking PyTorch's CUDA
+build. Each line says what is found, and what a mention that is no use (a test for None, an enum value, the
+extension's CPU entry point, a sibling package of the extension) is not."""
+
+from functools import lru_cache
+from pathlib import Path
+
+from gapbench.scan import scan
+
+FIXTURE = Path(__file__).parent / "fixtures" / "scan_extensions"
+
+
+@lru_cache(maxsize=1)
+def report():
+    return scan(FIXTURE, jobs=1)
+
+
+def lines(path: str, rule: str | None = None) -> set[int]:
+    return {f.line for f in report().findings if f.path == path and (rule is None or f.rule == rule)}
+
+
+EXT = "py-import-project-extension"
+
+
+def test_an_extension_built_through_a_wrapping_helper_is_known_by_module_and_name():
+    # make_cuda_ext(name="voxel_layer", module="proj.ops.voxel", ...) builds proj.ops.voxel.voxel_layer
+    assert lines("proj/ops/pool/pool.py", EXT) == {1, 5}
+    # `from .voxel_layer import dynamic_voxelize`: each call of the bare name runs the extension; `is None` does not
+    assert lines("proj/ops/voxel/voxelize.py", EXT) == {1, 7, 8}
+
+
+def test_a_builder_chosen_by_a_condition_and_a_cpp_builder_given_cuda_sources_build_cuda_extensions():
+    # extension_type = CUDAExtension if device == "cuda" else CppExtension; extension_type("proj.backend", ...)
+    # line 7 calls the extension's CPU entry point, and proj.backends is another module: neither is a finding
+    assert lines("proj/conv.py", EXT) == {1, 8}
+    # CppExtension("proj.ngram_cuda", sources=[..., "src/ngram_kernel.cu"])
+    assert lines("proj/ngram.py", EXT) == {1, 5}
+
+
+def test_an_extension_known_by_its_name_alone():
+    # try_import("awq_ext") and `import marlin_cuda`, then their calls; importlib.import_module(f"bindings._{cc}_C")
+    # and a call through it, not the read of one of its enum values (line 17)
+    assert lines("proj/quant.py", EXT) == {5, 6, 10, 11, 16, 18}
+
+
+def test_a_package_function_bound_to_a_name_is_used_where_that_name_is_called():
+    assert lines("proj/attention.py", "py-import-xformers") == {1, 3, 7}
+
+
+def test_build_files_cuda_versions_apt_sources_and_scripts_asking_the_cuda_build():
+    assert lines("docker/Dockerfile", "build-cuda-variable") == {2, 3}     # ARG CUDA=..., ARG CUDNN=...
+    assert lines("docker/Dockerfile", "build-nvidia-registry") == {5}      # sources.list.d/cuda.list
+    assert lines(".circleci/config.yml", "build-ci-cuda-axis") == {6}      # cudnn: 8
+    # an assertion on torch.cuda decides what runs; a line that only prints the CUDA version is a message
+    assert lines("check_env.sh") == {2}
