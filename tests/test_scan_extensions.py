@@ -58,3 +58,10 @@ def test_build_files_cuda_versions_apt_sources_and_scripts_asking_the_cuda_build
     assert lines(".circleci/config.yml", "build-ci-cuda-axis") == {6}      # cudnn: 8
     # an assertion on torch.cuda decides what runs; a line that only prints the CUDA version is a message
     assert lines("check_env.sh") == {2}
+
+
+def test_warp_sized_reductions_and_nvcc_front_end_flags():
+    # a reduction that stops at 32 threads (`s > 32; s >>= 1`), the last warp's branch (`threadIdx.x < 32`), a loop
+    # striding by one warp from the thread index: each assumes 32 lanes
+    assert lines("kernels/reduce.cu", "cpp-warp-size-arith") == {5, 9, 12}
+    assert lines("kernels/build.sh", "build-nvcc-flags") == {2}      # -Xcudafe, nvcc's front-end pass-through
