@@ -65,3 +65,7 @@ def test_warp_sized_reductions_and_nvcc_front_end_flags():
     # striding by one warp from the thread index: each assumes 32 lanes
     assert lines("kernels/reduce.cu", "cpp-warp-size-arith") == {5, 9, 12}
     assert lines("kernels/build.sh", "build-nvcc-flags") == {2}      # -Xcudafe, nvcc's front-end pass-through
+
+
+def test_an_element_of_a_compute_capability_compared_with_a_number_is_a_gate():
+    assert lines("proj/gates.py", "py-capability-gate") == {6}     # capability[0] >= 9

@@ -993,9 +993,14 @@ def _hinted(rule: Rule, text: str) -> bool:
 
 def _value_name(node: ast.AST) -> str | None:
     """The dotted name a compared value stands for: `x`, `a.b.major`, `parse(torch.version.cuda)` (a call of one
-    argument stands for its argument), `get_version()` (a call of none for its function)."""
-    while isinstance(node, ast.Call):
-        if len(node.args) == 1 and not node.keywords:
+    argument stands for its argument), `get_version()` (a call of none for its function), `capability[0]` (an
+    element taken by a literal index stands for the whole: `int(cc[0]) >= 8`)."""
+    while isinstance(node, (ast.Call, ast.Subscript)):
+        if isinstance(node, ast.Subscript):
+            if not (isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int)):
+                return None
+            node = node.value
+        elif len(node.args) == 1 and not node.keywords:
             node = node.args[0]
         elif not node.args:
             node = node.func
