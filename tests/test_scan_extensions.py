@@ -69,3 +69,20 @@ def test_warp_sized_reductions_and_nvcc_front_end_flags():
 
 def test_an_element_of_a_compute_capability_compared_with_a_number_is_a_gate():
     assert lines("proj/gates.py", "py-capability-gate") == {6}     # capability[0] >= 9
+
+
+def test_triton_configs_passed_on_by_a_pruner_are_not_configs_made_and_cuda_graph_timing_is():
+    # `yield triton.Config(config.kwargs, num_warps=config.num_warps)`: the config comes from elsewhere (line 16)
+    assert lines("proj/tune.py", "py-triton-config") == {16}
+    assert lines("proj/tune.py", "py-triton-autotune-cuda-graph") == {19}     # the keyword's own line
+
+
+def test_an_extension_bound_by_load_in_one_module_and_imported_from_it_in_another():
+    # backend.py: `_backend = load(name="_ffmlp", sources=[... "ffmlp.cu"])`; ffmlp.py: `from .backend import _backend`
+    assert lines("proj/ffmlp/ffmlp.py", EXT) == {1, 5}
+
+
+def test_a_library_extension_loaded_by_importlib_and_a_helper_imported_by_name():
+    # importlib.import_module("fused_layer_norm_cuda") and its call; the helper's import is no edit, its call is
+    assert lines("proj/norm.py", EXT) == {5, 10}
+    assert lines("proj/norm.py", "py-cuda-availability-helper") == {9}

@@ -247,7 +247,7 @@ class Matcher:
                 facts: dict = {}
                 packages = self.packages | setup_names(text) if rel.endswith("setup.py") else self.packages
                 matches = self.python.match(tree, text, present, frozenset(folder) | self.packages, folder,
-                                            self.extensions, facts, packages)
+                                            self.extensions, facts, packages, rel.rsplit("/", 1)[-1].rsplit(".", 1)[0])
                 res.extensions = facts.get("extensions", frozenset())
             except RecursionError:
                 res.notes.append(Note(rel, "Python too deeply nested to walk: fell back to a text scan"))

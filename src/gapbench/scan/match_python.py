@@ -242,13 +242,14 @@ class PythonRules:
     def match(self, tree: ast.AST, text: str, present: frozenset[str] | None = None,
               own: frozenset[str] = frozenset(), folder: tuple[str, ...] = (),
               extensions: frozenset[str] = frozenset(), facts: dict | None = None,
-              packages: frozenset[str] = frozenset()) -> list[PythonMatch]:
+              packages: frozenset[str] = frozenset(), stem: str = "") -> list[PythonMatch]:
         """Findings in a parsed file. Only statements on lines that hold a hint or an import are walked:
         any name a rule can resolve has its CUDA-looking part on such a line, or behind an import alias
         (the lines using such an alias are walked in a second, equally pruned pass)."""
         fm = _FileMatch(self, tree, text)
         fm.own = own    # the folders the file sits in: a package importing itself is not a dependency
         fm.folder = folder
+        fm.stem = stem      # the module's own name (backend for backend.py): `ext = load(...)` is backend.ext
         fm.packages = packages | frozenset(folder[:1])    # the project's top-level packages: its own names
         fm.extensions = set(extensions)
         found = fm.run(self.walk_literals(present))
@@ -281,6 +282,7 @@ class _FileMatch:
         self.declared: set[str] = set()     # extensions this file builds (CUDAExtension(name=...), load(...))
         self.imported: set[str] = set()     # every module this file imports (full names)
         self.ext_aliases: dict[str, str] = {}   # names bound to an extension module -> its name
+        self.stem = ""
         self.ext_members: set[str] = set()      # names bound to a function of an extension (`from ext import f`)
 
     def run(self, literals: tuple[str, ...]) -> list[PythonMatch]:
@@ -551,6 +553,8 @@ class _FileMatch:
                 if isinstance(t, ast.Name):
                     known = True
                     self.declared.add(t.id)
+                    if self.stem:   # `from .backend import _backend` elsewhere: the module's name for it
+                        self.declared.add(".".join((*self.folder, self.stem, t.id)))
                     self.ext_aliases[t.id] = t.id    # `ext = load(...)`: `ext.f()` calls the extension
         return known
 
@@ -633,13 +637,15 @@ class _FileMatch:
         own package nor a library a rule names. Returns the nodes of their imports not walked yet."""
         if not names_extension(self.text):
             return []
-        found = {m.group(1) or m.group(2) for m in NAMED_EXTENSION.finditer(self.text)}
-        found = {n for n in found if n.split(".")[0] not in self.own and not self.rules._longest(self.rules.imports, n)}
+        matches = list(NAMED_EXTENSION.finditer(self.text))
+        # an import statement of a module a rule names is that rule's finding; loaded by an import function, it is not
+        found = {m.group(1) for m in matches if m.group(1) and not self.rules._longest(self.rules.imports, m.group(1))}
+        found |= {m.group(2) for m in matches if m.group(2)}
+        found = {n for n in found if n.split(".")[0] not in self.own}
         if not found:
             return []
         self.extensions |= found
-        lines = sorted({bisect_right(self.starts, m.start()) for m in NAMED_EXTENSION.finditer(self.text)
-                        if (m.group(1) or m.group(2)) in found})
+        lines = sorted({bisect_right(self.starts, m.start()) for m in matches if (m.group(1) or m.group(2)) in found})
         seen = {id(n) for n in nodes}
         out = []
         for node in _pruned_walk(self.tree, lines, self.parents):
@@ -693,6 +699,9 @@ class _FileMatch:
         hit = package or self.rules.attr_hit(full)
         if not hit or hit[1].keyword:
             return
+        if not package and isinstance(node, ast.ImportFrom) and full == hit[0] and a.name[:1].islower() \
+                and re.search(r"\b%s\s*\(" % re.escape(a.asname or a.name), self.text):
+            return      # a function imported by its name (is_torch_cuda_available): each call is the edit, not this
         module = getattr(node, "module", None)
         if not package and module and len(hit[0]) < len(module) and not isinstance(node, ast.Import):
             # a module below the rule's name ties it to CUDA (`from torch.cuda._graph_annotations import (a, b)`
@@ -760,6 +769,9 @@ class _FileMatch:
             if hit and (hit[1].keyword or hit[1].bare):
                 self.handled.add(id(f))
                 r = hit[1]
+                if r.each and isinstance(self.parents.get(id(node)), ast.Yield) and node.args \
+                        and isinstance(node.args[0], (ast.Name, ast.Attribute)):
+                    return      # `yield triton.Config(config, num_warps=w)`: a pruner passing on a config made elsewhere
                 if (r.bare and not node.args and not node.keywords) or (r.keyword and (
                         any(k.arg in r.keywords for k in node.keywords) or _names_source(node, r.sources))):
                     self._add(r, f.lineno, f.col_offset, dotted)
@@ -778,7 +790,7 @@ class _FileMatch:
         for rule in self.rules.structural["python-decorator-keyword"]:
             k = next((k for k in node.keywords if k.arg and rule.regex.search(k.arg)), None)
             if k is not None:
-                self._add(rule, node.lineno, node.col_offset, f"{k.arg}=")
+                self._add(rule, k.lineno, k.col_offset, f"{k.arg}=")    # the keyword's own line: the one to edit
                 return
 
     def _name(self, node: ast.Attribute | ast.Name) -> None:
