@@ -700,7 +700,7 @@ class _FileMatch:
         if not hit or hit[1].keyword:
             return
         if not package and isinstance(node, ast.ImportFrom) and full == hit[0] and a.name[:1].islower() \
-                and re.search(r"\b%s\s*\(" % re.escape(a.asname or a.name), self.text):
+                and re.search(rf"\b{re.escape(a.asname or a.name)}\s*\(", self.text):
             return      # a function imported by its name (is_torch_cuda_available): each call is the edit, not this
         module = getattr(node, "module", None)
         if not package and module and len(hit[0]) < len(module) and not isinstance(node, ast.Import):
