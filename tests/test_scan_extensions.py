@@ -86,3 +86,15 @@ def test_a_library_extension_loaded_by_importlib_and_a_helper_imported_by_name()
     # importlib.import_module("fused_layer_norm_cuda") and its call; the helper's import is no edit, its call is
     assert lines("proj/norm.py", EXT) == {5, 10}
     assert lines("proj/norm.py", "py-cuda-availability-helper") == {9}
+
+
+def test_cuda_libraries_loaded_by_file_name_and_more_warp_width_assumptions():
+    # dlopen("libcuda.so.1"), LoadLibraryA("nvcuda.dll"); the project's own library (line 9) is not CUDA's
+    assert lines("kernels/driver.cpp", "cpp-cuda-library-file") == {6, 8}
+    # kWarpSize = std::min(kNThreads, 32); lane_id < (32 - K); a shuffle loop from 32 >> 1
+    assert lines("kernels/warp_reduce.cuh", "cpp-warp-size-arith") == {3, 4, 5}
+
+
+def test_a_jit_build_through_a_wrapping_helper_bound_to_a_name():
+    # softmax_cuda = _load_helper("softmax_cuda", ...), then softmax_cuda.forward
+    assert lines("proj/loader.py", EXT) == {12, 13}

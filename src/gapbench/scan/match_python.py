@@ -564,7 +564,8 @@ class _FileMatch:
         and `module` arguments (`module.name`, the dotted path it is imported by)."""
         wrappers = {fd.name for fd in ast.walk(self.tree) if isinstance(fd, (ast.FunctionDef, ast.AsyncFunctionDef))
                     and any(n is c for c in calls for n in ast.walk(fd))}
-        for call in ast.walk(self.tree):
+        for node in ast.walk(self.tree):
+            call = node.value if isinstance(node, ast.Assign) else node
             if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in wrappers):
                 continue
             name = _name_argument(call)
@@ -576,6 +577,15 @@ class _FileMatch:
                 self.declared.add(f"{module.value}.{name.value}")
             else:
                 self.declared.add(name.value)
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) for t in node.targets):
+                # `softmax_cuda = _load_helper("softmax_cuda", sources, flags)`: a JIT build bound to a name, as a
+                # load() is; `softmax_cuda.forward(...)` calls it
+                for t in node.targets:
+                    if isinstance(t, ast.Name):
+                        self.declared.add(t.id)
+                        self.ext_aliases[t.id] = t.id
+                self._report_extension(node.lineno, node.col_offset, f"{call.func.id}({name.value!r})",
+                                       {(m.line, m.rule.id) for m in self.found})
 
     def _chosen_builders(self, rule: Rule) -> dict[str, str]:
         """Variables the CUDA builder is assigned to (`extension = CUDAExtension` where CUDA is found, then
