@@ -98,3 +98,9 @@ def test_cuda_libraries_loaded_by_file_name_and_more_warp_width_assumptions():
 def test_a_jit_build_through_a_wrapping_helper_bound_to_a_name():
     # softmax_cuda = _load_helper("softmax_cuda", ...), then softmax_cuda.forward
     assert lines("proj/loader.py", EXT) == {12, 13}
+
+
+def test_libcudacxx_names_and_the_port_branch_that_maps_cuda_std_to_std():
+    # `namespace cuda { namespace std = ::std; }` on the ROCm side ports cuda::std (line 11), not cuda::atomic_ref
+    found = {(f.line, f.ported) for f in report().findings if f.path == "kernels/atomics.cuh" and f.rule == "cpp-libcudacxx"}
+    assert found == {(11, True), (12, False)}      # one finding per line, however many names it holds

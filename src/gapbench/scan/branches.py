@@ -240,6 +240,8 @@ _TYPE_ALIASES = (
     re.compile(r"typedef\s+(?:(?:struct|enum|union)\s+)?(?:::\s*)?" + _TWIN + r"\s*\*?\s*(\w+)\s*;"),
     re.compile(r"using\s+(\w+)\s*=\s*(?:typename\s+)?(?:::\s*)?" + _TWIN + r"[\w:]*\s*;"),
     re.compile(r"namespace\s+(\w+)\s*=\s*(?:::\s*)?hip\w*\s*;"),
+    # `namespace cuda { namespace std = ::std; }`: libcu++'s cuda::std mapped to the standard library
+    re.compile(r"namespace\s+(\w+)\s*\{\s*namespace\s+(\w+)\s*=\s*(?:::\s*)?(?:std|hip\w*)\s*;"),
 )
 
 
@@ -338,7 +340,7 @@ def _aliased_by_define(rest: str) -> tuple[str | None, bool]:
 
 
 def _type_aliases(masked: str, code: str, macros: PortMacros | None) -> list[tuple[str, str]]:
-    found = [(m.start(), m.group(1)) for rx in _TYPE_ALIASES for m in rx.finditer(code)
+    found = [(m.start(), "::".join(m.groups())) for rx in _TYPE_ALIASES for m in rx.finditer(code)
              if not (m.start() and (code[m.start() - 1].isalnum() or code[m.start() - 1] == "_"))]
     if not found:
         return []
@@ -349,6 +351,8 @@ def _type_aliases(masked: str, code: str, macros: PortMacros | None) -> list[tup
         side = "port" if in_ranges(port, line) else "cuda" if in_ranges(cuda, line) else ""
         if side != "cuda" and not is_port_name(name):
             out.append((name, side))
+            if "::" in name:
+                out.append(("::" + name, side))    # `::cuda::std::forward`, as libcu++ code spells it
     return out
 
 

@@ -116,10 +116,14 @@ class TextRules:
                 continue
             if gated and (gate := self.gates.get(r.id)) is not None and gate.search(masked) is None:
                 continue
+            last = 0
             for m in r.regex.finditer(masked):
                 if not m.group(0).strip():
                     continue
                 line, col = _position(starts, m.start())
+                if line == last:
+                    continue    # one finding of a rule per line: `cuda::atomic_ref<T, cuda::thread_scope>` is one edit
+                last = line
                 found.append(TextMatch(r, line, col, _short(m.group(0))))
         return without_fallback_doubles(found)
 
