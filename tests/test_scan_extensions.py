@@ -104,3 +104,7 @@ def test_libcudacxx_names_and_the_port_branch_that_maps_cuda_std_to_std():
     # `namespace cuda { namespace std = ::std; }` on the ROCm side ports cuda::std (line 11), not cuda::atomic_ref
     found = {(f.line, f.ported) for f in report().findings if f.path == "kernels/atomics.cuh" and f.rule == "cpp-libcudacxx"}
     assert found == {(11, True), (12, False)}      # one finding per line, however many names it holds
+
+
+def test_a_header_of_the_projects_own_device_macros_holding_inline_ptx_is_read_as_cuda():
+    assert lines("kernels/packet.hpp", "cpp-inline-ptx") == {7}

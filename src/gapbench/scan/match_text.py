@@ -21,7 +21,10 @@ CPP_CUDA_HINT = re.compile(
     # a PyTorch extension's binding code that dispatches on CUDA (`x.is_cuda()`, kCUDA, the CUDA dispatch key)
     r'|\.\s*is_cuda\s*\(\s*\)|\bkCUDA\b|TORCH_LIBRARY_IMPL\s*\(\s*\w+\s*,\s*CUDA\b'
     r'|\bcuda(?:Stream_t|Error_t|Event_t|Malloc\w*|Memcpy\w*|Memset\w*|Free\w*|GetLastError|DeviceSynchronize'
-    r'|StreamSynchronize|LaunchKernel\w*|SetDevice|GetDevice\w*)\b')
+    r'|StreamSynchronize|LaunchKernel\w*|SetDevice|GetDevice\w*)\b'
+    # or inline PTX in a device header of its own macros (`asm volatile("st.volatile.global.v4.u32 ...")`)
+    r'|\basm\s+(?:volatile\s*)?\(\s*"\s*(?:ld|st|mov|cvt|mma|ldmatrix|stmatrix|cp|red|atom|fence|membar|bar'
+    r'|shfl|prmt|multimem|tcgen05|wgmma|griddepcontrol)\.[a-z]')
 # Comments in C/C++ (string literals are matched so that a "//" inside one is left alone; PTX lives there).
 # Linear on any input: an unclosed comment runs to the end of the file and an unclosed string to the end of its
 # line (as the compiler reads them), and a character literal is short, so no match is tried again and again.
