@@ -645,17 +645,17 @@ class _FileMatch:
         """Compiled extensions known by their names alone (`import awq_ext`, `marlin_cuda = try_import("marlin_cuda")`,
         `importlib.import_module("exl_ext")`): a top-level module named `*_cuda` or `*_ext` that is not the project's
         own package nor a library a rule names. Returns the nodes of their imports not walked yet."""
-        if not names_extension(self.text):
+        matches = named_extensions(self.text)
+        if not matches:
             return []
-        matches = list(NAMED_EXTENSION.finditer(self.text))
         # an import statement of a module a rule names is that rule's finding; loaded by an import function, it is not
-        found = {m.group(1) for m in matches if m.group(1) and not self.rules._longest(self.rules.imports, m.group(1))}
-        found |= {m.group(2) for m in matches if m.group(2)}
+        found = {a for _, a, _ in matches if a and not self.rules._longest(self.rules.imports, a)}
+        found |= {b for _, _, b in matches if b}
         found = {n for n in found if n.split(".")[0] not in self.own}
         if not found:
             return []
         self.extensions |= found
-        lines = sorted({bisect_right(self.starts, m.start()) for m in matches if (m.group(1) or m.group(2)) in found})
+        lines = sorted({bisect_right(self.starts, at) for at, a, b in matches if (a or b) in found})
         seen = {id(n) for n in nodes}
         out = []
         for node in _pruned_walk(self.tree, lines, self.parents):
@@ -710,7 +710,7 @@ class _FileMatch:
         if not hit or hit[1].keyword:
             return
         if not package and isinstance(node, ast.ImportFrom) and full == hit[0] and a.name[:1].islower() \
-                and re.search(rf"\b{re.escape(a.asname or a.name)}\s*\(", self.text):
+                and f"{a.asname or a.name}(" in self.text:
             return      # a function imported by its name (is_torch_cuda_available): each call is the edit, not this
         module = getattr(node, "module", None)
         if not package and module and len(hit[0]) < len(module) and not isinstance(node, ast.Import):
@@ -909,13 +909,33 @@ class _FileMatch:
 
 # a compiled extension known by its name: `import awq_ext`, `from marlin_cuda import mul`, `try_import("exl_ext")`
 NAMED_EXTENSION = re.compile(r"^[ \t]*(?:import|from)[ \t]+([A-Za-z]\w*_(?:cuda|ext))\b(?![ \t]*\.)"
-                              r"|import\w*\([ \t]*f?[\"']([A-Za-z][\w.{}]*_(?:cuda|ext|C))[\"'][ \t]*\)", re.M)
+                             r"|import\w*\([ \t]*f?[\"']([A-Za-z][\w.{}]*_(?:cuda|ext|C))[\"'][ \t]*\)")
+_NAMED_KEYS = ("_cuda", "_ext", "_C'", '_C"')
+
+
+def named_extensions(text: str) -> list[tuple[int, str | None, str | None]]:
+    """(offset, module of an import statement, module given to an import function) of each extension known by its
+    name. Only the lines holding one of the keys are matched: a substring search finds them (fast on files that
+    hold none, which are most)."""
+    lines: set[int] = set()
+    for key in _NAMED_KEYS:
+        i = text.find(key)
+        while i >= 0:
+            start = text.rfind("\n", 0, i) + 1
+            lines.add(start)
+            end = text.find("\n", i)
+            i = text.find(key, end) if end >= 0 else -1
+    out = []
+    for start in sorted(lines):
+        end = text.find("\n", start)
+        line = text[start:end if end >= 0 else len(text)]
+        out += [(start + m.start(), m.group(1), m.group(2)) for m in NAMED_EXTENSION.finditer(line)]
+    return out
 
 
 def names_extension(text: str) -> bool:
-    """Whether the text may import a compiled extension known by its name (a substring test first: cheap)."""
-    return ("_cuda" in text or "_ext" in text or "_C'" in text or '_C"' in text) \
-        and NAMED_EXTENSION.search(text) is not None
+    """Whether the text may import a compiled extension known by its name."""
+    return bool(named_extensions(text))
 
 
 def _module_argument(arg: ast.AST) -> str | None:
