@@ -108,3 +108,9 @@ def test_libcudacxx_names_and_the_port_branch_that_maps_cuda_std_to_std():
 
 def test_a_header_of_the_projects_own_device_macros_holding_inline_ptx_is_read_as_cuda():
     assert lines("kernels/packet.hpp", "cpp-inline-ptx") == {7}
+
+
+def test_autocast_marking_decorators_are_one_edit_at_their_import_and_cublas_backend_switches_are_found():
+    # `from torch.cuda.amp import custom_bwd, custom_fwd` is the edit; `@custom_fwd` / `@custom_bwd` are not again
+    assert lines("proj/autocast_fn.py") == {2}
+    assert lines("docker/Dockerfile.cublas", "build-cuda-feature-switch") == {2, 3}     # LLAMA_CUBLAS=1, -D...=ON

@@ -724,6 +724,9 @@ class _FileMatch:
             line, col = node.lineno, node.col_offset    # `from pynvml import (` over lines: one edit, at its head
         else:
             line, col = a.lineno, a.col_offset
+            if isinstance(node, ast.ImportFrom) and a.name in _MARKING_DECORATORS:
+                # `from torch.cuda.amp import custom_fwd`: the import is the edit (torch.amp's), not each `@custom_fwd`
+                self.via_module.add(a.asname or a.name)
         if (line, hit[1].id) not in reported:
             reported.add((line, hit[1].id))
             self._add(hit[1], line, col, shown)
@@ -906,6 +909,10 @@ class _FileMatch:
             if r.regex.search(node.value) and (r.compared or not compared):
                 self._add(r, node.lineno, node.col_offset, repr(node.value))
 
+
+# decorators imported from a CUDA module that only mark a function (autocast's custom_fwd/custom_bwd): one edit, at
+# their import, not at each use
+_MARKING_DECORATORS = frozenset({"custom_fwd", "custom_bwd"})
 
 # a compiled extension known by its name: `import awq_ext`, `from marlin_cuda import mul`, `try_import("exl_ext")`
 NAMED_EXTENSION = re.compile(r"^[ \t]*(?:import|from)[ \t]+([A-Za-z]\w*_(?:cuda|ext))\b(?![ \t]*\.)"
