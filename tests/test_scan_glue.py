@@ -129,7 +129,7 @@ def test_container_images_conda_installers_and_continued_commands(report):
 
 def test_shell_switches_tags_and_nvidia_tools(report):
     got = pairs(report, "unfamiliar/build_env.sh")
-    assert {(2, "build-cuda-variable"), (3, "build-cuda-variable"), (4, "build-shell-cuda-branch"),
+    assert {(2, "build-cuda-feature-switch"), (3, "build-cuda-variable"), (4, "build-shell-cuda-branch"),
             (10, "build-nvidia-tool"), (11, "build-nvidia-tool")} <= got
     assert not {line for line, _ in got} & {5, 7, 8}        # a message; the keys of a table read
 
