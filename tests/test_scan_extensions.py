@@ -114,3 +114,9 @@ def test_autocast_marking_decorators_are_one_edit_at_their_import_and_cublas_bac
     # `from torch.cuda.amp import custom_bwd, custom_fwd` is the edit; `@custom_fwd` / `@custom_bwd` are not again
     assert lines("proj/autocast_fn.py") == {2}
     assert lines("docker/Dockerfile.cublas", "build-cuda-feature-switch") == {2, 3}     # LLAMA_CUBLAS=1, -D...=ON
+
+
+def test_calls_of_an_operator_library_registered_for_cuda_only():
+    # kernels/ops_ext.cc: TORCH_LIBRARY_FRAGMENT(myops) with m.impl(..., torch::kCUDA, ...) only; bothops has a CPU
+    # implementation too (kernels/both_ext.cpp): its calls run anywhere
+    assert lines("proj/myops.py", EXT) == {5}

@@ -22,7 +22,7 @@ from gapbench.scan.findings import FileResult, Finding, Note
 from gapbench.scan.match_build import BuildRules, is_dockerfile
 from gapbench.scan.match_cpp import CppRules
 from gapbench.scan.match_notebook import scan_notebook
-from gapbench.scan.match_python import PythonRules, _short, names_extension, setup_names
+from gapbench.scan.match_python import TORCH_OPS, PythonRules, _short, names_extension, setup_names
 from gapbench.scan.match_text import CPP_CUDA_HINT, TextRules, is_makefile, mask_hash_comments, mask_make_messages
 from gapbench.scan.match_yaml import YamlRules
 from gapbench.scan.reading import Unreadable, open_regular, read_fd
@@ -163,6 +163,8 @@ class Matcher:
                     if not (m.rule.library and LIBRARY + m.rule.library in self.packages)]
             res.macros, res.tested = facts.get("macros"), facts.get("tested", frozenset())
             res.header = facts.get("header")
+            if facts.get("torch_libraries"):    # `torch.ops.mylib.*` calls from Python run these CUDA kernels
+                res.extensions = frozenset(TORCH_OPS + lib for lib in facts["torch_libraries"])
         for kind in ("deps", "build"):
             if kind in kinds:
                 found = self._text_kind(kind, name, text)

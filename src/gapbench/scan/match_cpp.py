@@ -92,6 +92,8 @@ class CppRules:
             facts["macros"] = own if own.sides else None
             facts["tested"] = tested_names(masked) if "#" in masked else frozenset()
             facts["header"] = header if header.includes or header.aliases else None
+            if "TORCH_LIBRARY" in code:
+                facts["torch_libraries"] = cuda_only_torch_libraries(code)
         starts = _line_starts(masked)
         found = self.text.match("cpp", name, masked, starts)
         if self.mask_rule is not None and "_sync" in code:
@@ -342,3 +344,24 @@ def _one_per_statement(found: list[TextMatch], text: str, code: str, starts: lis
             m = TextMatch(m.rule, line, col, m.text, last=last)
         out.append(m)
     return out
+
+
+_TORCH_LIBRARY = re.compile(r"\bTORCH_LIBRARY(?:_FRAGMENT)?\s*\(\s*(\w+)\s*,")
+_TORCH_LIBRARY_IMPL = re.compile(r"\bTORCH_LIBRARY_IMPL\s*\(\s*(\w+)\s*,\s*(\w+)\s*,")
+_CUDA_IMPL = re.compile(r"\b(?:torch|c10|at)::kCUDA\b|\bDispatchKey::CUDA\b")
+_OTHER_IMPL = re.compile(r"\b(?:torch|c10|at)::k(?:CPU|HIP|XPU|PrivateUse1|Meta)\b|\bDispatchKey::(?:CPU|HIP|XPU)\b")
+
+
+def cuda_only_torch_libraries(code: str) -> frozenset[str]:
+    """Operator libraries a PyTorch extension registers for the CUDA dispatch key only (`TORCH_LIBRARY_IMPL(mylib,
+    CUDA, m)`, or `TORCH_LIBRARY_FRAGMENT(mylib, m)` whose `m.impl(...)`s all name `torch::kCUDA`): every
+    `torch.ops.mylib.*` call from Python runs a CUDA kernel. A library with a CPU, HIP or XPU implementation in the
+    file is left out."""
+    impls: dict[str, set[str]] = {}
+    for m in _TORCH_LIBRARY_IMPL.finditer(code):
+        impls.setdefault(m.group(1), set()).add(m.group(2))
+    out = {lib for lib, keys in impls.items() if keys == {"CUDA"}}
+    if _CUDA_IMPL.search(code) and not _OTHER_IMPL.search(code) and not any(k != "CUDA" for ks in impls.values() for k in ks):
+        out |= {m.group(1) for m in _TORCH_LIBRARY.finditer(code)}
+    return frozenset(out)
+

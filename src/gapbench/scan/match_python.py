@@ -283,6 +283,7 @@ class _FileMatch:
         self.imported: set[str] = set()     # every module this file imports (full names)
         self.ext_aliases: dict[str, str] = {}   # names bound to an extension module -> its name
         self.stem = ""
+        self.torch_ops: frozenset[str] = frozenset()   # operator libraries registered for CUDA only (C++)
         self.ext_members: set[str] = set()      # names bound to a function of an extension (`from ext import f`)
 
     def run(self, literals: tuple[str, ...]) -> list[PythonMatch]:
@@ -634,9 +635,12 @@ class _FileMatch:
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
                     and isinstance(node.value, ast.Name) and node.value.id in self.ext_aliases:
                 self.ext_aliases.setdefault(node.targets[0].id, self.ext_aliases[node.value.id])
-        if not self.ext_aliases:
+        self.torch_ops = frozenset(e[len(TORCH_OPS):] for e in self.extensions if e.startswith(TORCH_OPS))
+        names = [re.escape(a) + r"\s*[.(]" for a in sorted(self.ext_aliases)]
+        names += [r"torch\.ops\." + re.escape(lib) + r"\." for lib in sorted(self.torch_ops)]
+        if not names:
             return []
-        rx = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(self.ext_aliases))) + r")\s*[.(]")
+        rx = re.compile(r"\b(?:" + "|".join(names) + r")")
         seen = {id(n) for n in nodes}
         return [n for n in _pruned_walk(self.tree, _lines_of(rx, self.text, self.starts), self.parents)
                 if id(n) not in seen]
@@ -815,6 +819,11 @@ class _FileMatch:
                                            or node.id in self.via_module):
             return      # a name bound again (`X = None` after a failed import) or passed along is not a use
         head = dotted.split(".")[0]
+        if self.torch_ops and dotted.startswith(TORCH_OPS) and dotted.count(".") >= 3 \
+                and dotted.split(".")[2] in self.torch_ops and self._is_use(node):
+            rule = self.rules.structural["python-extension"][0]
+            self._add(rule, node.lineno, node.col_offset, dotted)     # torch.ops.mylib.op(...): a CUDA-only op
+            return
         if head in self.ext_aliases and ("." in dotted or head in self.ext_members) and self._is_use(node) \
                 and self._in_extension(head, dotted) and self._extension_use(node, dotted):
             rule = self.rules.structural["python-extension"][0]
@@ -909,6 +918,8 @@ class _FileMatch:
             if r.regex.search(node.value) and (r.compared or not compared):
                 self._add(r, node.lineno, node.col_offset, repr(node.value))
 
+
+TORCH_OPS = "torch.ops."     # an extension named `torch.ops.<lib>`: an operator library registered for CUDA only
 
 # decorators imported from a CUDA module that only mark a function (autocast's custom_fwd/custom_bwd): one edit, at
 # their import, not at each use
