@@ -120,3 +120,9 @@ def test_calls_of_an_operator_library_registered_for_cuda_only():
     # kernels/ops_ext.cc: TORCH_LIBRARY_FRAGMENT(myops) with m.impl(..., torch::kCUDA, ...) only; bothops has a CPU
     # implementation too (kernels/both_ext.cpp): its calls run anywhere
     assert lines("proj/myops.py", EXT) == {5}
+
+
+def test_a_source_written_for_hip_is_the_port_not_lock_in():
+    # <hip/hip_runtime.h> and <hip/hip_fp16.h>, no CUDA header: its kernel, __half2 and launch are HIP's own code
+    found = [f for f in report().findings if f.path == "kernels/hip_native.cu"]
+    assert found and all(f.ported for f in found)

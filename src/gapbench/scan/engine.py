@@ -17,7 +17,15 @@ import warnings
 from collections.abc import Iterable
 
 from gapbench.scan import cuda_api, prefilter
-from gapbench.scan.branches import HeaderFacts, PortHeaders, header_facts, in_ranges, is_port_path, twins_pattern
+from gapbench.scan.branches import (
+    HeaderFacts,
+    PortHeaders,
+    header_facts,
+    in_ranges,
+    is_hip_native,
+    is_port_path,
+    twins_pattern,
+)
 from gapbench.scan.findings import FileResult, Finding, Note
 from gapbench.scan.match_build import BuildRules, is_dockerfile
 from gapbench.scan.match_cpp import CppRules
@@ -104,7 +112,8 @@ class Matcher:
         raw = self._matches(entry.rel, kinds, text, res, quick)
         if raw:
             res.findings, res.suppressed = _apply_suppressions(entry.rel, text, raw)
-            if is_port_path(entry.rel):     # another stack's own file: what it names is that stack's port
+            if is_port_path(entry.rel) or (("cpp" in kinds or "cpp?" in kinds) and is_hip_native(text)):
+                # another stack's own file (by its path, or a C/C++ source written for HIP): its code is the port
                 res.findings = [dataclasses.replace(f, ported=True) for f in res.findings]
         return res
 
