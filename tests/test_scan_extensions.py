@@ -126,3 +126,10 @@ def test_a_source_written_for_hip_is_the_port_not_lock_in():
     # <hip/hip_runtime.h> and <hip/hip_fp16.h>, no CUDA header: its kernel, __half2 and launch are HIP's own code
     found = [f for f in report().findings if f.path == "kernels/hip_native.cu"]
     assert found and all(f.ported for f in found)
+
+
+def test_a_string_that_names_the_projects_implementation_is_no_device_and_an_import_call_may_span_lines():
+    # impl="cuda" (a parameter's default) and `impl in [...]` pick the project's kernels; x.device.type == "cuda" on
+    # line 6 is the device test; importlib.import_module(\n "fused_norm_cuda") loads a compiled extension
+    assert lines("proj/impl_ops.py", "py-cuda-device-string") == {6}
+    assert lines("proj/impl_ops.py", EXT) == {12}

@@ -913,11 +913,32 @@ class _FileMatch:
             return
         if node.value.replace("-", "_") in self.packages or self._in_annotation(node):
             return      # the project's own name (PACKAGE_NAME = "mylib"), a type (Literal["cuda", "rocm"])
-        compared = isinstance(self.parents.get(id(node)), ast.Compare)
+        parent = self.parents.get(id(node))
+        if self._names_an_implementation(node, parent):
+            return      # `impl='cuda'`, `assert impl in ['ref', 'cuda']`: the project's own kernels chosen by name
+        compared = isinstance(parent, ast.Compare)
         for r in self.strings:
             if r.regex.search(node.value) and (r.compared or not compared):
                 self._add(r, node.lineno, node.col_offset, repr(node.value))
 
+
+    def _names_an_implementation(self, node: ast.Constant, parent: ast.AST | None) -> bool:
+        """A string that picks one of the project's implementations by name: the default of a parameter named
+        `impl` (`def op(x, impl='cuda')`), or compared with a name `impl` (`impl == 'cuda'`, `impl in ['ref', 'cuda']`).
+        The device the code runs on is tested elsewhere (`x.device.type == 'cuda'`), and that stays a finding."""
+        if isinstance(parent, (ast.List, ast.Tuple, ast.Set)):
+            parent = self.parents.get(id(parent))
+        if isinstance(parent, ast.Compare):
+            return any(isinstance(s, ast.Name) and s.id in _IMPL_NAMES for s in (parent.left, *parent.comparators))
+        if isinstance(parent, ast.arguments):
+            args = [*parent.posonlyargs, *parent.args]
+            pairs = list(zip(args[len(args) - len(parent.defaults):], parent.defaults))
+            pairs += [(a, d) for a, d in zip(parent.kwonlyargs, parent.kw_defaults) if d is not None]
+            return any(d is node and a.arg in _IMPL_NAMES for a, d in pairs)
+        return False
+
+
+_IMPL_NAMES = frozenset({"impl", "implementation"})
 
 TORCH_OPS = "torch.ops."     # an extension named `torch.ops.<lib>`: an operator library registered for CUDA only
 
@@ -929,6 +950,8 @@ _MARKING_DECORATORS = frozenset({"custom_fwd", "custom_bwd"})
 NAMED_EXTENSION = re.compile(r"^[ \t]*(?:import|from)[ \t]+([A-Za-z]\w*_(?:cuda|ext))\b(?![ \t]*\.)"
                              r"|import\w*\([ \t]*f?[\"']([A-Za-z][\w.{}]*_(?:cuda|ext|C))[\"'][ \t]*\)")
 _NAMED_KEYS = ("_cuda", "_ext", "_C'", '_C"')
+_NAMED_ARGUMENT = re.compile(r"[ \t]*f?[\"']([A-Za-z][\w.{}]*_(?:cuda|ext|C))[\"'][ \t]*,?[ \t]*\)?[ \t]*$")
+_IMPORT_CALL_OPEN = re.compile(r"import\w*\([ \t]*$")
 
 
 def named_extensions(text: str) -> list[tuple[int, str | None, str | None]]:
@@ -947,7 +970,13 @@ def named_extensions(text: str) -> list[tuple[int, str | None, str | None]]:
     for start in sorted(lines):
         end = text.find("\n", start)
         line = text[start:end if end >= 0 else len(text)]
-        out += [(start + m.start(), m.group(1), m.group(2)) for m in NAMED_EXTENSION.finditer(line)]
+        found = [(start + m.start(), m.group(1), m.group(2)) for m in NAMED_EXTENSION.finditer(line)]
+        if not found and start and (m := _NAMED_ARGUMENT.match(line)):
+            # `importlib.import_module(` / `    "fused_layer_norm_cuda")`: the call opened on the line before
+            before = text.rfind("\n", 0, start - 1) + 1
+            if _IMPORT_CALL_OPEN.search(text, before, start - 1):
+                found = [(before, None, m.group(1))]
+        out += found
     return out
 
 
