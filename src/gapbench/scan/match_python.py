@@ -932,8 +932,8 @@ class _FileMatch:
             return any(isinstance(s, ast.Name) and s.id in _IMPL_NAMES for s in (parent.left, *parent.comparators))
         if isinstance(parent, ast.arguments):
             args = [*parent.posonlyargs, *parent.args]
-            pairs = list(zip(args[len(args) - len(parent.defaults):], parent.defaults))
-            pairs += [(a, d) for a, d in zip(parent.kwonlyargs, parent.kw_defaults) if d is not None]
+            pairs = list(zip(args[len(args) - len(parent.defaults):], parent.defaults, strict=True))
+            pairs += [(a, d) for a, d in zip(parent.kwonlyargs, parent.kw_defaults, strict=True) if d is not None]
             return any(d is node and a.arg in _IMPL_NAMES for a, d in pairs)
         return False
 
