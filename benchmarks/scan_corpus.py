@@ -12,7 +12,8 @@ Each labelled file carries a split fixed before labelling (README.md in the corp
   "held-out (scored once before, now tuned on)": a second development set, no longer a test;
 - `second-held-out`, `third-held-out`, `fourth-held-out`, `fifth-held-out`,
   `sixth-held-out`, `seventh-held-out`, `eighth-held-out`, `ninth-held-out`, `tenth-held-out`, `eleventh-held-out`, `twelfth-held-out`,
-  `thirteenth-held-out`, `fourteenth-held-out`, `fifteenth-held-out`: the next sets of files labelled blind to the scanner, each scored once
+  `thirteenth-held-out`, `fourteenth-held-out`, `fifteenth-held-out`,
+  `sixteenth-held-out`: the next sets of files labelled blind to the scanner, each scored once
   in the round after it was labelled and tuned on since, reported as such;
 - `reviewed`: files a reviewer labelled by reading them in full, then compared with the scanner's findings: a
   development set from the start;
@@ -53,15 +54,16 @@ from gapbench.scan import scan
 
 CORPUS = Path(__file__).resolve().parent / "data" / "scan_corpus"
 DEVELOPMENT, HELD_OUT, SECOND, THIRD, REVIEWED, FOURTH, FIFTH, SIXTH, SEVENTH, EIGHTH, NINTH, TENTH, ELEVENTH, TWELFTH, \
-    THIRTEENTH, FOURTEENTH, FIFTEENTH, FRESH = (
+    THIRTEENTH, FOURTEENTH, FIFTEENTH, SIXTEENTH, FRESH = (
     "development", "held-out", "second-held-out", "third-held-out", "reviewed", "fourth-held-out", "fifth-held-out",
     "sixth-held-out", "seventh-held-out", "eighth-held-out", "ninth-held-out", "tenth-held-out",
     "eleventh-held-out", "twelfth-held-out", "thirteenth-held-out",
-    "fourteenth-held-out", "fifteenth-held-out",
+    "fourteenth-held-out", "fifteenth-held-out", "sixteenth-held-out",
     "fresh-held-out")
 # the splits rules may be tuned on
 TUNED = (DEVELOPMENT, HELD_OUT, SECOND, THIRD, REVIEWED, FOURTH, FIFTH, SIXTH, SEVENTH, EIGHTH, NINTH, TENTH,
-         ELEVENTH, TWELFTH, THIRTEENTH, FOURTEENTH, FIFTEENTH)
+         ELEVENTH, TWELFTH, THIRTEENTH, FOURTEENTH, FIFTEENTH,
+         SIXTEENTH)
 TITLES = {DEVELOPMENT: "development split", HELD_OUT: "held-out split (scored once before, now tuned on)",
           SECOND: "second held-out set (scored once before, now tuned on)",
           THIRD: "third held-out set (scored once before, now tuned on)",
@@ -78,6 +80,7 @@ TITLES = {DEVELOPMENT: "development split", HELD_OUT: "held-out split (scored on
           THIRTEENTH: "thirteenth held-out set (scored once before, now tuned on)",
           FOURTEENTH: "fourteenth held-out set (scored once before, now tuned on)",
           FIFTEENTH: "fifteenth held-out set (scored once before, now tuned on)",
+          SIXTEENTH: "sixteenth held-out set (scored once before, now tuned on)",
           FRESH: "fresh held-out split (scored once)"}
 
 
