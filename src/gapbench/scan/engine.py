@@ -156,11 +156,7 @@ class Matcher:
         raw: list[tuple[str, int, int, str, bool, int]] = []
         name = rel.rsplit("/", 1)[-1]
         if "python" in kinds:
-            present = self.python.gate(text, quick)
-            if present is None and self.extensions and _mentions(text, self.extensions):
-                present = frozenset(self.python._quick)     # it imports one of the tree's CUDA extensions
-            if present is None and names_extension(text):
-                present = frozenset(self.python._quick)     # it imports an extension known by its name (awq_ext)
+            present = self._python_gate(text, quick)
             if present is not None:
                 raw += self._python(rel, text, res, present)
         if "notebook" in kinds:
@@ -182,6 +178,15 @@ class Matcher:
                     found = [m for m in found if m.line not in taken]
                 raw += [(m.rule.id, m.line, m.col, m.text, m.ported, m.last) for m in found]
         return raw
+
+    def _python_gate(self, text: str, quick: frozenset[str] | None) -> frozenset[str] | None:
+        """The Python gate's literals the file holds, or None when no Python rule can find anything in it."""
+        present = self.python.gate(text, quick)
+        if present is None and self.extensions and _mentions(text, self.extensions):
+            present = frozenset(self.python._quick)     # it imports one of the tree's CUDA extensions
+        if present is None and names_extension(text):
+            present = frozenset(self.python._quick)     # it imports an extension known by its name (awq_ext)
+        return present
 
     def _text_kind(self, kind: str, name: str, text: str) -> list:
         """The dependency ("deps") or build ("build") rules' matches in a file, comments and messages masked: not

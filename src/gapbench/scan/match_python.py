@@ -567,26 +567,29 @@ class _FileMatch:
                     and any(n is c for c in calls for n in ast.walk(fd))}
         for node in ast.walk(self.tree):
             call = node.value if isinstance(node, ast.Assign) else node
-            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in wrappers):
-                continue
-            name = _name_argument(call)
-            module = next((k.value for k in call.keywords if k.arg == "module"),
-                          call.args[1] if len(call.args) > 1 else None)
-            if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
-                continue
-            if isinstance(module, ast.Constant) and isinstance(module.value, str) and module.value:
-                self.declared.add(f"{module.value}.{name.value}")
-            else:
-                self.declared.add(name.value)
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) for t in node.targets):
-                # `softmax_cuda = _load_helper("softmax_cuda", sources, flags)`: a JIT build bound to a name, as a
-                # load() is; `softmax_cuda.forward(...)` calls it
-                for t in node.targets:
-                    if isinstance(t, ast.Name):
-                        self.declared.add(t.id)
-                        self.ext_aliases[t.id] = t.id
-                self._report_extension(node.lineno, node.col_offset, f"{call.func.id}({name.value!r})",
-                                       {(m.line, m.rule.id) for m in self.found})
+            if isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id in wrappers:
+                self._wrapper_call(node, call)
+
+    def _wrapper_call(self, node: ast.AST, call: ast.Call) -> None:
+        """One call of a helper wrapping the builder: the extension it declares (`module.name`), and the name it is
+        bound to when the call is assigned."""
+        name = _name_argument(call)
+        module = next((k.value for k in call.keywords if k.arg == "module"), call.args[1] if len(call.args) > 1 else None)
+        if not (isinstance(name, ast.Constant) and isinstance(name.value, str)):
+            return
+        if isinstance(module, ast.Constant) and isinstance(module.value, str) and module.value:
+            self.declared.add(f"{module.value}.{name.value}")
+        else:
+            self.declared.add(name.value)
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) for t in node.targets):
+            # `softmax_cuda = _load_helper("softmax_cuda", sources, flags)`: a JIT build bound to a name, as a
+            # load() is; `softmax_cuda.forward(...)` calls it
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    self.declared.add(t.id)
+                    self.ext_aliases[t.id] = t.id
+            self._report_extension(node.lineno, node.col_offset, f"{call.func.id}({name.value!r})",
+                                   {(m.line, m.rule.id) for m in self.found})
 
     def _chosen_builders(self, rule: Rule) -> dict[str, str]:
         """Variables the CUDA builder is assigned to (`extension = CUDAExtension` where CUDA is found, then
@@ -666,17 +669,23 @@ class _FileMatch:
             if isinstance(node, (ast.Import, ast.ImportFrom)):
                 if id(node) not in seen:
                     out.append(node)
-            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and node.value.args \
-                    and (module := _module_argument(node.value.args[0])) in found \
-                    and "import" in (_dotted(node.value.func) or ""):
-                target = node.targets[0]
-                if isinstance(target, ast.Tuple) and target.elts:
-                    target = target.elts[0]
-                if isinstance(target, ast.Name):
-                    self.ext_aliases[target.id] = module
-                    self._report_extension(node.lineno, node.col_offset, f"{target.id} = {_dotted(node.value.func)}"
-                                           f"({module!r})", {(m.line, m.rule.id) for m in self.found})
+            elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Call) and node.value.args:
+                self._loaded_extension(node, found)
         return out
+
+    def _loaded_extension(self, node: ast.Assign, found: set[str]) -> None:
+        """`awq_ext, msg = try_import("awq_ext")`: the first name bound is the extension, the line a finding."""
+        call = node.value
+        module = _module_argument(call.args[0])
+        if module not in found or "import" not in (_dotted(call.func) or ""):
+            return
+        target = node.targets[0]
+        if isinstance(target, ast.Tuple) and target.elts:
+            target = target.elts[0]
+        if isinstance(target, ast.Name):
+            self.ext_aliases[target.id] = module
+            self._report_extension(node.lineno, node.col_offset, f"{target.id} = {_dotted(call.func)}({module!r})",
+                                   {(m.line, m.rule.id) for m in self.found})
 
     def _extension_import(self, node: ast.AST, reported: set[tuple[int, str]]) -> None:
         """An import of one of the project's CUDA extensions: a finding, and the name it binds remembered."""
@@ -818,14 +827,7 @@ class _FileMatch:
         if isinstance(node, ast.Name) and (not isinstance(node.ctx, ast.Load) or not self._runs(node)
                                            or node.id in self.via_module):
             return      # a name bound again (`X = None` after a failed import) or passed along is not a use
-        head = dotted.split(".")[0]
-        if self.torch_ops and dotted.startswith(TORCH_OPS) and dotted.count(".") >= 3 \
-                and dotted.split(".")[2] in self.torch_ops and self._is_use(node):
-            rule = self.rules.structural["python-extension"][0]
-            self._add(rule, node.lineno, node.col_offset, dotted)     # torch.ops.mylib.op(...): a CUDA-only op
-            return
-        if head in self.ext_aliases and ("." in dotted or head in self.ext_members) and self._is_use(node) \
-                and self._in_extension(head, dotted) and self._extension_use(node, dotted):
+        if self._calls_extension(node, dotted):
             rule = self.rules.structural["python-extension"][0]
             self._add(rule, node.lineno, node.col_offset, dotted)     # _C.rasterize_gaussians(...)
             return
@@ -841,6 +843,15 @@ class _FileMatch:
             r = self.rules.methods[node.attr]
             if not r.call:
                 self._add(r, node.end_lineno, node.end_col_offset - len(node.attr), f".{node.attr}")
+
+    def _calls_extension(self, node: ast.AST, dotted: str) -> bool:
+        """A use of one of the project's CUDA extensions: through a name bound to it (`_C.rasterize(...)`, a function
+        imported from it), or a `torch.ops.mylib.op(...)` of an operator library registered for CUDA only."""
+        if self.torch_ops and dotted.startswith(TORCH_OPS) and dotted.count(".") >= 3:
+            return dotted.split(".")[2] in self.torch_ops and self._is_use(node)
+        head = dotted.split(".")[0]
+        return head in self.ext_aliases and ("." in dotted or head in self.ext_members) and self._is_use(node) \
+            and self._in_extension(head, dotted) and self._extension_use(node, dotted)
 
     def _in_extension(self, head: str, dotted: str) -> bool:
         """`import pkg.backend` binds `pkg`: `pkg.backend.f()` calls the extension, `pkg.backends.flag` does not."""
