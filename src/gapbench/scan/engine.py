@@ -249,7 +249,7 @@ class Matcher:
     def _python(self, rel: str, text: str, res: FileResult,
                 present: frozenset[str] | None = None) -> list[tuple[str, int, int, str, bool, int]]:
         try:
-            with warnings.catch_warnings():
+            with warnings.catch_warnings(), _no_collection():
                 warnings.simplefilter("ignore")     # invalid escape sequences etc. in the scanned code
                 tree = ast.parse(text, filename=rel)
         except (SyntaxError, ValueError, RecursionError, MemoryError) as e:
@@ -404,6 +404,19 @@ def _fewer_collections():
         yield
     finally:
         gc.set_threshold(*old)
+
+
+@contextlib.contextmanager
+def _no_collection():
+    """No garbage collection while ast.parse builds a tree: every node it makes is alive until the tree is walked,
+    so a collection in the middle only walks them (the next one, after the file, frees what is cyclic)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _spans(items: list[tuple[Entry, tuple[str, ...]]], jobs: int) -> list[tuple[int, int]]:
