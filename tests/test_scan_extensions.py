@@ -133,3 +133,10 @@ def test_a_string_that_names_the_projects_implementation_is_no_device_and_an_imp
     # line 6 is the device test; importlib.import_module(\n "fused_norm_cuda") loads a compiled extension
     assert lines("proj/impl_ops.py", "py-cuda-device-string") == {6}
     assert lines("proj/impl_ops.py", EXT) == {12}
+
+
+def test_keops_imports_and_atens_cuda_internals():
+    # KeOps' GPU backend is CUDA only: its imports are findings, its version read (line 10) is not a use
+    assert lines("proj/keops_op.py", "py-import-pykeops") == {1, 2}
+    # ATen's CUDA reduction helpers and their header
+    assert lines("kernels/block_sum.cu", "cpp-torch-cuda") == {1, 7}
