@@ -200,6 +200,8 @@ def parse_checkouts(parser: argparse.ArgumentParser, items: list[str], corpus: d
         name, sep, path = item.partition("=")
         if not sep or name not in corpus:
             parser.error(f"{item!r}: expected OWNER/NAME=PATH with a labelled repository ({', '.join(corpus)})")
+        if not Path(path).is_dir():
+            parser.error(f"{name}: {path} is not a folder (a checkout of the repository at the labelled commit)")
         paths[name] = Path(path)
     for name, root in paths.items():
         head, want = head_commit(root), corpus[name]["repo"]["commit"]

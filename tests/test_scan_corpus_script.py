@@ -79,3 +79,10 @@ def test_fresh_held_out_once_prints_totals_only(corpus_script, tree, capsys):
     assert "missed" not in out and "false alarm" not in out and "fresh.py" not in out
     with pytest.raises(SystemExit):
         corpus_script.main([f"o/r={repo}", "--corpus", str(corpus), "--fresh-held-out-once", "--misses"])
+
+
+def test_a_checkout_that_is_not_a_folder_is_refused(corpus_script, tree, capsys):
+    _, corpus = tree
+    with pytest.raises(SystemExit) as e:
+        corpus_script.main([f"o/r={corpus / 'absent'}", "--corpus", str(corpus)])
+    assert e.value.code == 2 and "is not a folder" in capsys.readouterr().err
