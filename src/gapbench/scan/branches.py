@@ -719,7 +719,6 @@ def in_ranges(ranges: list[tuple[int, int]], line: int) -> bool:
     return i >= 0 and ranges[i][0] <= line <= ranges[i][1]
 
 
-_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*[<"]([^>"\n]+)[>"]', re.M)
 _HIP_HEADER = re.compile(r"^(?:hip/|hipcub/|hipblas|hipblaslt/|hiprand/|hipfft/|hipsparse/|rocprim/|rocblas/|rccl/|"
                          r"miopen/|hip_runtime|hip_fp16|hip_bf16|amd_detail/)")
 _CUDA_HEADER = re.compile(r"(?:^|/)(?:cuda\w*\.h|cuda/|cub/|cutlass/|cute/|thrust/|cooperative_groups|mma\.h|nvml\.h|"
@@ -727,11 +726,12 @@ _CUDA_HEADER = re.compile(r"(?:^|/)(?:cuda\w*\.h|cuda/|cub/|cutlass/|cute/|thrus
                           r"c10/cuda/)")
 
 
-def is_hip_native(masked: str) -> bool:
-    """A C/C++ source written for HIP: it includes HIP's headers (`<hip/hip_runtime.h>`, `<hip/hip_fp16.h>`, hipcub,
-    rocPRIM) and none of CUDA's. Its kernels, launches, half types and shuffles are the port's own code."""
-    if "include" not in masked or "hip" not in masked:
+def is_hip_native(header: HeaderFacts | None) -> bool:
+    """A C/C++ source written for HIP: among the includes header_facts read (`<` kept on a bracketed one) are HIP's
+    headers (`<hip/hip_runtime.h>`, `<hip/hip_fp16.h>`, hipcub, rocPRIM) and none of CUDA's. Its kernels, launches,
+    half types and shuffles are the port's own code."""
+    if header is None or not header.includes:
         return False
-    includes = _INCLUDE.findall(masked)
-    return any(_HIP_HEADER.match(i) for i in includes) and not any(_CUDA_HEADER.search(i) for i in includes)
+    targets = [t.lstrip("<") for t, _ in header.includes]
+    return any(_HIP_HEADER.match(t) for t in targets) and not any(_CUDA_HEADER.search(t) for t in targets)
 

@@ -112,7 +112,7 @@ class Matcher:
         raw = self._matches(entry.rel, kinds, text, res, quick)
         if raw:
             res.findings, res.suppressed = _apply_suppressions(entry.rel, text, raw)
-            if is_port_path(entry.rel) or (("cpp" in kinds or "cpp?" in kinds) and is_hip_native(text)):
+            if is_port_path(entry.rel) or is_hip_native(res.header):
                 # another stack's own file (by its path, or a C/C++ source written for HIP): its code is the port
                 res.findings = [dataclasses.replace(f, ported=True) for f in res.findings]
         return res

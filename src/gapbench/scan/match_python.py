@@ -549,15 +549,19 @@ class _FileMatch:
         known = isinstance(name, ast.Constant) and isinstance(name.value, str)
         if known:
             self.declared.add(name.value)
-        if isinstance(node, ast.Assign):
-            for t in node.targets:
-                if isinstance(t, ast.Name):
-                    known = True
-                    self.declared.add(t.id)
-                    if self.stem:   # `from .backend import _backend` elsewhere: the module's name for it
-                        self.declared.add(".".join((*self.folder, self.stem, t.id)))
-                    self.ext_aliases[t.id] = t.id    # `ext = load(...)`: `ext.f()` calls the extension
-        return known
+        return self._bind_extension(node) or known
+
+    def _bind_extension(self, node: ast.AST) -> bool:
+        """The names an assignment binds an extension build to (`ext = load(...)`, `softmax_cuda =
+        _load_helper(...)`): each is an extension `ext.f()` calls, known to other modules by this module's name
+        too (`from .backend import _backend`). False when the build is bound to no name."""
+        names = [t.id for t in node.targets if isinstance(t, ast.Name)] if isinstance(node, ast.Assign) else []
+        for name in names:
+            self.declared.add(name)
+            if self.stem:
+                self.declared.add(".".join((*self.folder, self.stem, name)))
+            self.ext_aliases[name] = name
+        return bool(names)
 
     def _wrapper_calls(self, calls: list[ast.Call]) -> None:
         """A helper that wraps the CUDA builder (`def make_cuda_ext(name, module, sources): ... return
@@ -581,13 +585,7 @@ class _FileMatch:
             self.declared.add(f"{module.value}.{name.value}")
         else:
             self.declared.add(name.value)
-        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) for t in node.targets):
-            # `softmax_cuda = _load_helper("softmax_cuda", sources, flags)`: a JIT build bound to a name, as a
-            # load() is; `softmax_cuda.forward(...)` calls it
-            for t in node.targets:
-                if isinstance(t, ast.Name):
-                    self.declared.add(t.id)
-                    self.ext_aliases[t.id] = t.id
+        if self._bind_extension(node):     # a JIT build bound to a name, as a load() is: the line is a finding
             self._report_extension(node.lineno, node.col_offset, f"{call.func.id}({name.value!r})",
                                    {(m.line, m.rule.id) for m in self.found})
 
@@ -855,11 +853,11 @@ class _FileMatch:
 
     def _in_extension(self, head: str, dotted: str) -> bool:
         """`import pkg.backend` binds `pkg`: `pkg.backend.f()` calls the extension, `pkg.backends.flag` does not."""
-        ext = self.ext_aliases[head]
-        if not ext.startswith(head + ".") or self.aliases.get(head) not in (None, head):
-            return not dotted.endswith(("_cpu", ".cpu"))     # bound to the extension itself (`from . import _C`)
         if dotted.endswith(("_cpu", ".cpu")):
             return False    # the extension's CPU entry point (`ext.conv_forward_cpu(...)`) runs anywhere
+        ext = self.ext_aliases[head]
+        if not ext.startswith(head + ".") or self.aliases.get(head) not in (None, head):
+            return True     # bound to the extension itself (`from . import _C`)
         return dotted == ext or dotted.startswith(ext + ".")
 
     def _extension_use(self, node: ast.AST, dotted: str) -> bool:
@@ -931,7 +929,6 @@ class _FileMatch:
         for r in self.strings:
             if r.regex.search(node.value) and (r.compared or not compared):
                 self._add(r, node.lineno, node.col_offset, repr(node.value))
-
 
     def _names_an_implementation(self, node: ast.Constant, parent: ast.AST | None) -> bool:
         """A string that picks one of the project's implementations by name: the default of a parameter named
