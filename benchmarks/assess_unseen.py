@@ -155,9 +155,11 @@ def dtypes_at(threads: int, bf16: bool) -> list[str]:
 
 
 def measure(out: Path, names: list[str], runs: int, bf16: bool, reuse: bool, shapes: list[str],
-            convs: list[str] = ()) -> list[dict]:
+            convs: list[str] = (), model_runs: int | None = None) -> list[dict]:
     """Per thread count: the rates (the `assess` suite, the steps' GEMM shapes and convolutions), then the models
-    right after, so that a side's rates and its models are measured close together in time on a shared machine."""
+    right after, so that a side's rates and its models are measured close together in time on a shared machine.
+    The models in `model_runs` passes (default: `runs`): the measured gap is the yardstick, and its interval
+    narrows with the passes."""
     log = []
     for t in THREADS:
         wl = [x for n in names for x in ("-w", f"{WORKLOAD}:{n}")]
@@ -169,9 +171,9 @@ def measure(out: Path, names: list[str], runs: int, bf16: bool, reuse: bool, sha
         if convs:
             plan.append((convs_file(t), ["-w", "conv:listed", "--conv-shapes", ",".join(convs), "--dtype", dtypes,
                                          "--label", label(t)]))
-        plan.append((models_file(t), ["--workload-file", WORKLOAD_FILE, *wl, "--dtype", dtypes, "--label",
-                                      label(t)]))
         log += accuracy.run_passes(out, plan, runs, t, reuse, run=gapbench)
+        models = [(models_file(t), ["--workload-file", WORKLOAD_FILE, *wl, "--dtype", dtypes, "--label", label(t)])]
+        log += accuracy.run_passes(out, models, model_runs or runs, t, reuse, run=gapbench)
     return log
 
 
@@ -272,8 +274,15 @@ def summary(rows: list[dict]) -> dict:
     return {"pairs": len(errs), "mean_abs_error_pp": round(statistics.fmean(errs), 2),
             "median_abs_error_pp": round(statistics.median(errs), 2), "max_abs_error_pp": round(max(errs), 2),
             "within_10pp": sum(e <= 10 for e in errs),
+            # the yardstick: measured gaps whose 95% interval lies within ±5 pp of the measured gap
+            "measured_within_5pp": sum(_tight(r) for r in scored),
             "predicted_in_measured_interval": sum(r["predicted_in_measured_interval"] for r in scored),
             "measured_in_predicted_interval": sum(r["measured_in_predicted_interval"] for r in scored)}
+
+
+def _tight(row: dict, pp: float = 5.0) -> bool:
+    mi = row.get("measured_interval_pct")
+    return bool(mi) and row["measured_gap_pct"] - mi[0] <= pp and mi[1] - row["measured_gap_pct"] <= pp
 
 
 def _pct(x: float) -> str:
@@ -299,7 +308,8 @@ def markdown(rows: list[dict], summ: dict, log: list[dict], command: str, loads:
                   f"{summ.get('median_abs_error_pp')} pp, max {summ.get('max_abs_error_pp')} pp; within 10 pp: "
                   f"{summ.get('within_10pp')}; the measured gap inside the predicted 95% interval: "
                   f"{summ.get('measured_in_predicted_interval')}; the predicted gap inside the measured 95% interval: "
-                  f"{summ.get('predicted_in_measured_interval')}."]
+                  f"{summ.get('predicted_in_measured_interval')}; measured gaps known within ±5 pp (95%): "
+                  f"{summ.get('measured_within_5pp')}."]
     flags = [f"{r['pair']} {r['model']}: {r['flagged_rates'][0]} / {r['flagged_rates'][1]} rates, model rows "
              + " / ".join("flagged" if f else "not flagged" for f in r["measured_rows_flagged"])
              for r in rows if "flagged_rates" in r]
@@ -319,10 +329,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", help="folder for the runs; OUT-accuracy.json and OUT.md (default: by split)")
     ap.add_argument("--models", nargs="+", metavar="NAME", help="some of the split's models (default: all of them)")
     ap.add_argument("--runs", type=int, default=2, help="interleaved passes per gapbench run (--runs)")
+    ap.add_argument("--model-runs", type=int, help="interleaved passes of the models' own rows (default: --runs); "
+                    "the measured gaps' intervals narrow with them")
     ap.add_argument("--bf16", action="store_true", help="add the fp32 vs bf16 pair at 1 thread")
     ap.add_argument("--reuse", action="store_true", help="keep runs already in --out; measure only what is missing")
     ap.add_argument("--no-listed", action="store_true", help="do not measure the steps' own GEMM shapes and "
                     "convolutions (gemm:listed, conv:listed): the prediction reads the assess suite's shapes only")
+    ap.add_argument("--measure-only", action="store_true",
+                    help="measure what is missing in --out and stop before predicting: the score comes later, with "
+                         "--reuse, once the step-time model is final")
     ap.add_argument("--held-aside-once", action="store_true",
                     help="score the held-aside models (once, after the work on the step-time model), not the "
                          "development ones")
@@ -338,8 +353,11 @@ def main(argv: list[str] | None = None) -> int:
     works = traced_all(names, args.bf16)
     shapes = [] if args.no_listed else step_shapes(works.values())
     convs = [] if args.no_listed else step_convs(works.values())
-    log += measure(out, names, args.runs, args.bf16, args.reuse, shapes, convs)
+    log += measure(out, names, args.runs, args.bf16, args.reuse, shapes, convs, args.model_runs)
     log_file.write_text(json.dumps(log, indent=1) + "\n", encoding="utf-8")
+    if args.measure_only:
+        print(f"measured into {out}; nothing predicted or scored", file=sys.stderr)
+        return 0
     rows = evaluate(out, names, args.bf16, works)
     loads.append(f"end: {uptime()}")
     summ = summary(rows)
