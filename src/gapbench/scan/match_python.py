@@ -285,6 +285,8 @@ class _FileMatch:
         self.stem = ""
         self.torch_ops: frozenset[str] = frozenset()   # operator libraries registered for CUDA only (C++)
         self.ext_members: set[str] = set()      # names bound to a function of an extension (`from ext import f`)
+        # functions returning a config whose watched keyword is their parameter: name -> (rule, parameter, position)
+        self.factories: dict[str, tuple[Rule, str, int]] = {}
 
     def run(self, literals: tuple[str, ...]) -> list[PythonMatch]:
         found: set[str] = set()
@@ -302,6 +304,8 @@ class _FileMatch:
         self.strings = self.rules.strings_for(self.text, found)
         for node in nodes:
             self._visit(node)
+        if self.factories:
+            self._factory_calls()
         self._tuned_numbers()
         if self.rules.structural:
             self._gates()
@@ -526,7 +530,10 @@ class _FileMatch:
             self.extensions |= self.declared
             return
         chosen = self._chosen_builders(rule) if "Extension" in self.text else {}
+        # the builder module under another name (`import torch.utils.cpp_extension as torch_cpp_ext`)
+        modules = sorted(k for k, q in self.aliases.items() if q == "torch.utils.cpp_extension")
         alts = ([re.escape(b) for b in builders] + [re.escape(v) for v in chosen]
+                + [re.escape(m) + r"\.(?:load|CUDAExtension|CppExtension)" for m in modules]
                 + [r"[\w.]*cpp_extension\.(?:load|CUDAExtension|CppExtension)"])
         rx = re.compile(r"(?<![\w.])(?:" + "|".join(alts) + r")[\s\\]*\(")
         wrapped: list[ast.Call] = []     # builder calls whose name is built from a function's parameters
@@ -796,6 +803,8 @@ class _FileMatch:
                 if r.each and isinstance(self.parents.get(id(node)), ast.Yield) and node.args \
                         and isinstance(node.args[0], (ast.Name, ast.Attribute)):
                     return      # `yield triton.Config(config, num_warps=w)`: a pruner passing on a config made elsewhere
+                if r.each and self._config_factory(node, r):
+                    return      # `def make_config(..., n_warps): return triton.Config(..., num_warps=n_warps)`
                 if (r.bare and not node.args and not node.keywords) or (r.keyword and (
                         any(k.arg in r.keywords for k in node.keywords) or _names_source(node, r.sources))):
                     self._add(r, f.lineno, f.col_offset, dotted)
@@ -804,6 +813,42 @@ class _FileMatch:
             if r.call and not q:
                 self.handled.add(id(f))
                 self._add(r, f.end_lineno, f.end_col_offset - len(f.attr), f".{f.attr}()")
+
+    def _config_factory(self, node: ast.Call, rule: Rule) -> bool:
+        """A config returned by a function that takes its watched keyword as a parameter (`return
+        triton.Config({...}, num_warps=n_warps)` in `def linear_config(..., n_warps=4)`): the numbers are tuned where
+        the function is called with them, so the calls are the findings, not this line."""
+        if not isinstance(self.parents.get(id(node)), ast.Return):
+            return False
+        value = next((k.value for k in node.keywords if k.arg in rule.keywords), None)
+        func = self.parents.get(id(node))
+        for _ in range(64):
+            if func is None or isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                break
+            func = self.parents.get(id(func))
+        if not isinstance(value, ast.Name) or not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            return False
+        params = [a.arg for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs)]
+        if value.id not in params:
+            return False
+        self.factories[func.name] = (rule, value.id, params.index(value.id))
+        return True
+
+    def _factory_calls(self) -> None:
+        """Calls of a config factory that pass its warp count as a number (`linear_config(64, 32, n_warps=4)`)."""
+        rx = re.compile(r"\b(?:" + "|".join(map(re.escape, sorted(self.factories))) + r")\s*\(")
+        reported = {(m.line, m.rule.id) for m in self.found}
+        for node in _pruned_walk(self.tree, _lines_of(rx, self.text, self.starts)):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in self.factories):
+                continue
+            rule, param, pos = self.factories[node.func.id]
+            value = next((k.value for k in node.keywords if k.arg == param), None)
+            if value is None and pos < len(node.args):
+                value = node.args[pos]
+            if isinstance(value, ast.Constant) and isinstance(value.value, int) \
+                    and (node.lineno, rule.id) not in reported:
+                reported.add((node.lineno, rule.id))
+                self._add(rule, node.lineno, node.col_offset, ast.unparse(node))
 
     def _decorator_keywords(self, node: ast.Call) -> None:
         """A decorator call whose keyword names CUDA (`@RunIf(min_cuda_gpus=2)`): a test kept to CUDA machines."""
@@ -923,6 +968,8 @@ class _FileMatch:
         if node.value.replace("-", "_") in self.packages or self._in_annotation(node):
             return      # the project's own name (PACKAGE_NAME = "mylib"), a type (Literal["cuda", "rocm"])
         parent = self.parents.get(id(node))
+        if _is_assert_message(node, parent, self.parents):
+            return      # `assert found, f"no libcudnn.so in {home}"`: the message of a check, not a value
         if self._names_an_implementation(node, parent):
             return      # `impl='cuda'`, `assert impl in ['ref', 'cuda']`: the project's own kernels chosen by name
         compared = isinstance(parent, ast.Compare)
@@ -947,6 +994,13 @@ class _FileMatch:
 
 
 _IMPL_NAMES = frozenset({"impl", "implementation"})
+
+
+def _is_assert_message(node: ast.AST, parent: ast.AST | None, parents: dict[int, ast.AST]) -> bool:
+    """A string (or a piece of an f-string) that is an assert statement's message."""
+    if isinstance(parent, ast.JoinedStr):
+        node, parent = parent, parents.get(id(parent))
+    return isinstance(parent, ast.Assert) and parent.msg is node
 
 TORCH_OPS = "torch.ops."     # an extension named `torch.ops.<lib>`: an operator library registered for CUDA only
 
