@@ -140,3 +140,26 @@ def test_keops_imports_and_atens_cuda_internals():
     assert lines("proj/keops_op.py", "py-import-pykeops") == {1, 2}
     # ATen's CUDA reduction helpers and their header
     assert lines("kernels/block_sum.cu", "cpp-torch-cuda") == {1, 7}
+
+
+def test_async_copy_pipeline_stages_and_cuda_libraries_searched_in_paths_and_commands():
+    # pipe.producer_acquire() / producer_commit() / consumer_wait() / consumer_release() of cuda::pipeline
+    assert lines("kernels/pipeline.cuh", "cpp-cuda-pipeline") == {5, 9, 10, 12}
+    # a glob for libnvrtc, `ldconfig -p | grep 'libnvrtc'`, a CUDA pip wheel's folder; not the assert's message (13)
+    assert lines("proj/libsearch.py", "py-cuda-library-path") == {9, 11, 18}
+    assert lines("proj/libsearch.py", "py-cuda-wheel-tag") == {22}          # base + f"+cu{cuda}"
+
+
+def test_an_extension_built_through_the_builder_module_under_another_name():
+    # import torch.utils.cpp_extension as torch_cpp_ext; torch_cpp_ext.CUDAExtension("proj.fastops", [...])
+    assert lines("proj/use_fastops.py", EXT) == {3, 7}
+
+
+def test_a_config_factory_is_found_where_it_is_called_with_a_warp_count():
+    # linear_config(..., n_warps) returns triton.Config(num_warps=n_warps): its calls with a number are the configs
+    assert lines("proj/tritoncfg.py", "py-triton-config") == {10, 11}
+
+
+def test_nvidias_ghcr_images_and_cudnn_packages_in_ci():
+    assert lines(".github/workflows/wheel.yml", "build-ci-nvidia-image") == {7}     # ghcr.io/nvidia/jax
+    assert lines(".github/workflows/wheel.yml", "build-cuda-packages") == {9}       # cudnn9-cuda-12
