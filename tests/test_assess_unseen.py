@@ -97,3 +97,28 @@ def test_held_aside_models_are_refused_without_the_flag(tmp_path, monkeypatch):
     with pytest.raises(SystemExit):
         assess_unseen.chosen("held-aside", [dev[0]])
     assert assess_unseen.DEFAULT_OUT["held-aside"] != assess_unseen.DEFAULT_OUT["development"]
+
+
+def test_the_models_rows_take_their_own_passes_and_measure_only_scores_nothing(tmp_path, monkeypatch):
+    ran = []
+    monkeypatch.setattr(assess_unseen, "gapbench", lambda *a: ran.append(a) or {"command": " ".join(a)})
+    assess_unseen.measure(tmp_path, ["vit"], 2, True, False, ["64x64x64"], [], model_runs=9)
+    runs = {a[a.index("-o") + 1].split("/")[-1]: a[a.index("--runs") + 1] for a in ran}
+    assert runs == {"rates-1t.json": "2", "shapes-1t.json": "2", "models-1t.json": "9",
+                    "rates-2t.json": "2", "shapes-2t.json": "2", "models-2t.json": "9"}
+    # --measure-only: measured, then nothing predicted or scored, no score files written
+    scored = []
+    monkeypatch.setattr(assess_unseen, "traced_all", lambda names, bf16: {})
+    monkeypatch.setattr(assess_unseen, "measure", lambda *a, **k: [])
+    monkeypatch.setattr(assess_unseen, "evaluate", lambda *a, **k: scored.append(a) or [])
+    out = tmp_path / "o"
+    assert assess_unseen.main(["--models", "vit", "--out", str(out), "--measure-only"]) == 0
+    assert scored == [] and not Path(f"{out}.md").exists() and (out / "runs.json").exists()
+
+
+def test_a_measured_gap_is_known_within_5pp_only_when_both_ends_of_its_interval_are():
+    row = {"error_pp": 3.0, "predicted_in_measured_interval": True, "measured_in_predicted_interval": True,
+           "measured_gap_pct": 20.0, "measured_interval_pct": [16.0, 24.5]}
+    wide = row | {"measured_interval_pct": [16.0, 25.5]}
+    unknown = row | {"measured_interval_pct": None}
+    assert assess_unseen.summary([row, wide, unknown])["measured_within_5pp"] == 1
