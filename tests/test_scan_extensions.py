@@ -163,3 +163,16 @@ def test_a_config_factory_is_found_where_it_is_called_with_a_warp_count():
 def test_nvidias_ghcr_images_and_cudnn_packages_in_ci():
     assert lines(".github/workflows/wheel.yml", "build-ci-nvidia-image") == {7}     # ghcr.io/nvidia/jax
     assert lines(".github/workflows/wheel.yml", "build-cuda-packages") == {9}       # cudnn9-cuda-12
+
+
+def test_tensor_core_calls_found_through_the_nvcuda_namespace_and_kernel_packages_from_their_repositories():
+    # `using namespace nvcuda;` then fill_fragment / load_matrix_sync / mma_sync / store_matrix_sync, found by ADL
+    assert lines("kernels/wmma_ns.cu", "cpp-tensor-core") == {1, 2, 5, 6, 7, 8, 9, 10, 11, 12}
+    # git+https://github.com/Dao-AILab/causal-conv1d.git, .../state-spaces/mamba.git, fast_hadamard_transform==...
+    assert lines("reqs/requirements.txt", "deps-cuda-kernel-package") == {2, 3, 4}
+
+
+def test_an_operator_library_registered_from_python_for_cuda_only():
+    # torch.library.impl("fastlib::scale", "cuda") beside an abstract kernel: its calls run CUDA; anylib has a CPU
+    # kernel too (line 6 is no finding)
+    assert lines("proj/use_pyops.py", EXT) == {5}

@@ -254,7 +254,8 @@ class PythonRules:
         fm.extensions = set(extensions)
         found = fm.run(self.walk_literals(present))
         if facts is not None:
-            facts["extensions"] = frozenset(fm.declared)
+            libs = cuda_only_python_libraries(text) if "library" in text else frozenset()
+            facts["extensions"] = frozenset(fm.declared) | {TORCH_OPS + lib for lib in libs}
             facts["imports"] = frozenset(fm.imported)
         return found
 
@@ -994,6 +995,25 @@ class _FileMatch:
 
 
 _IMPL_NAMES = frozenset({"impl", "implementation"})
+
+# an operator registered from Python for a dispatch key: torch.library.impl("mylib::op", "cuda"),
+# register_kernel("mylib::op", "cuda"), custom_op("mylib::op", ..., device_types="cuda")
+_PY_LIBRARY_IMPL = re.compile(r"\b(?:impl|register_kernel)\(\s*[\"'](\w+)::\w+[\"']\s*,\s*[\"'](\w+)[\"']")
+_PY_CUSTOM_OP = re.compile(r"\bcustom_op\(\s*[\"'](\w+)::\w+[\"'][^)]*?\bdevice_types\s*=\s*[\"'](\w+)[\"']")
+_PY_ANY_DEVICE_OP = re.compile(r"\bcustom_op\(\s*[\"'](\w+)::\w+[\"'](?![^)]*?\bdevice_types\s*=)")
+
+
+def cuda_only_python_libraries(text: str) -> frozenset[str]:
+    """Operator libraries registered from Python for the CUDA dispatch key only (`@torch.library.impl("mylib::op",
+    "cuda")` beside an abstract or fake kernel, `custom_op("mylib::op", ..., device_types="cuda")`): every
+    `torch.ops.mylib.*` call runs a CUDA kernel. A library with any other device's kernel in the file is left out."""
+    keys: dict[str, set[str]] = {}
+    for rx in (_PY_LIBRARY_IMPL, _PY_CUSTOM_OP):
+        for m in rx.finditer(text):
+            keys.setdefault(m.group(1), set()).add(m.group(2).lower())
+    for m in _PY_ANY_DEVICE_OP.finditer(text):
+        keys.setdefault(m.group(1), set()).add("any")
+    return frozenset(lib for lib, ks in keys.items() if ks == {"cuda"})
 
 
 def _is_assert_message(node: ast.AST, parent: ast.AST | None, parents: dict[int, ast.AST]) -> bool:
