@@ -176,3 +176,9 @@ def test_an_operator_library_registered_from_python_for_cuda_only():
     # torch.library.impl("fastlib::scale", "cuda") beside an abstract kernel: its calls run CUDA; anylib has a CPU
     # kernel too (line 6 is no finding)
     assert lines("proj/use_pyops.py", EXT) == {5}
+
+
+def test_compute_capability_lists_and_a_one_warp_block():
+    # "7.0;7.5", caps += ";8.0;8.6", caps + "+PTX": capabilities joined for TORCH_CUDA_ARCH_LIST
+    assert lines("proj/libsearch.py", "py-cuda-capability-list") == {26, 28, 29}
+    assert lines("kernels/wmma_ns.cu", "cpp-warp-size-arith") == {16}     # const dim3 threads(32)
