@@ -182,3 +182,8 @@ def test_compute_capability_lists_and_a_one_warp_block():
     # "7.0;7.5", caps += ";8.0;8.6", caps + "+PTX": capabilities joined for TORCH_CUDA_ARCH_LIST
     assert lines("proj/libsearch.py", "py-cuda-capability-list") == {26, 28, 29}
     assert lines("kernels/wmma_ns.cu", "cpp-warp-size-arith") == {16}     # const dim3 threads(32)
+
+
+def test_an_operator_library_whose_kernels_are_a_cuda_extensions_functions():
+    # torch.library.impl("extlib::matmat", "default", FAST.matmat) after FAST = load(... .cu): calls elsewhere run CUDA
+    assert lines("proj/use_extops.py", EXT) == {5}

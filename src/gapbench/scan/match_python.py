@@ -254,7 +254,7 @@ class PythonRules:
         fm.extensions = set(extensions)
         found = fm.run(self.walk_literals(present))
         if facts is not None:
-            libs = cuda_only_python_libraries(text) if "library" in text else frozenset()
+            libs = cuda_only_python_libraries(text, frozenset(fm.declared)) if "library" in text else frozenset()
             facts["extensions"] = frozenset(fm.declared) | {TORCH_OPS + lib for lib in libs}
             facts["imports"] = frozenset(fm.imported)
         return found
@@ -1003,13 +1003,24 @@ _PY_CUSTOM_OP = re.compile(r"\bcustom_op\(\s*[\"'](\w+)::\w+[\"'][^)]*?\bdevice_
 _PY_ANY_DEVICE_OP = re.compile(r"\bcustom_op\(\s*[\"'](\w+)::\w+[\"'](?![^)]*?\bdevice_types\s*=)")
 
 
-def cuda_only_python_libraries(text: str) -> frozenset[str]:
+_PY_LIBRARY_EXT_IMPL = re.compile(r"\bimpl\(\s*[\"'](\w+)::\w+[\"']\s*,\s*[\"']\w+[\"']\s*,\s*(\w+)\.\w+\s*\)")
+
+
+def cuda_only_python_libraries(text: str, extensions: frozenset[str] = frozenset()) -> frozenset[str]:
     """Operator libraries registered from Python for the CUDA dispatch key only (`@torch.library.impl("mylib::op",
-    "cuda")` beside an abstract or fake kernel, `custom_op("mylib::op", ..., device_types="cuda")`): every
-    `torch.ops.mylib.*` call runs a CUDA kernel. A library with any other device's kernel in the file is left out."""
+    "cuda")` beside an abstract or fake kernel, `custom_op("mylib::op", ..., device_types="cuda")`), or whose
+    kernels are functions of a CUDA extension this file builds (`torch.library.impl("mylib::op", "default",
+    EXT.op)` after `EXT = load(..., sources=[... .cu])`): every `torch.ops.mylib.*` call runs a CUDA kernel. A
+    library with any other device's kernel in the file is left out."""
     keys: dict[str, set[str]] = {}
+    for m in _PY_LIBRARY_EXT_IMPL.finditer(text):
+        if m.group(2) in extensions:
+            keys.setdefault(m.group(1), set()).add("cuda")
     for rx in (_PY_LIBRARY_IMPL, _PY_CUSTOM_OP):
         for m in rx.finditer(text):
+            if rx is _PY_LIBRARY_IMPL and _PY_LIBRARY_EXT_IMPL.match(text, m.start()) \
+                    and _PY_LIBRARY_EXT_IMPL.match(text, m.start()).group(2) in extensions:
+                continue    # the key of an extension's kernel ("default"): the kernel is CUDA whatever the key
             keys.setdefault(m.group(1), set()).add(m.group(2).lower())
     for m in _PY_ANY_DEVICE_OP.finditer(text):
         keys.setdefault(m.group(1), set()).add("any")
