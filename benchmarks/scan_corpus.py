@@ -14,7 +14,7 @@ Each labelled file carries a split fixed before labelling (README.md in the corp
   `sixth-held-out`, `seventh-held-out`, `eighth-held-out`, `ninth-held-out`, `tenth-held-out`, `eleventh-held-out`, `twelfth-held-out`,
   `thirteenth-held-out`, `fourteenth-held-out`, `fifteenth-held-out`,
   `sixteenth-held-out`, `seventeenth-held-out`, `eighteenth-held-out`,
-  `nineteenth-held-out`, `twentieth-held-out`: the next sets of files labelled blind to the scanner, each scored once
+  `nineteenth-held-out`, `twentieth-held-out`, `twenty-first-held-out`: the next sets of files labelled blind to the scanner, each scored once
   in the round after it was labelled and tuned on since, reported as such;
 - `reviewed`: files a reviewer labelled by reading them in full, then compared with the scanner's findings: a
   development set from the start;
@@ -55,16 +55,16 @@ from gapbench.scan import scan
 
 CORPUS = Path(__file__).resolve().parent / "data" / "scan_corpus"
 DEVELOPMENT, HELD_OUT, SECOND, THIRD, REVIEWED, FOURTH, FIFTH, SIXTH, SEVENTH, EIGHTH, NINTH, TENTH, ELEVENTH, TWELFTH, \
-    THIRTEENTH, FOURTEENTH, FIFTEENTH, SIXTEENTH, SEVENTEENTH, EIGHTEENTH, NINETEENTH, TWENTIETH, FRESH = (
+    THIRTEENTH, FOURTEENTH, FIFTEENTH, SIXTEENTH, SEVENTEENTH, EIGHTEENTH, NINETEENTH, TWENTIETH, TWENTY_FIRST, FRESH = (
     "development", "held-out", "second-held-out", "third-held-out", "reviewed", "fourth-held-out", "fifth-held-out",
     "sixth-held-out", "seventh-held-out", "eighth-held-out", "ninth-held-out", "tenth-held-out",
     "eleventh-held-out", "twelfth-held-out", "thirteenth-held-out",
     "fourteenth-held-out", "fifteenth-held-out", "sixteenth-held-out", "seventeenth-held-out", "eighteenth-held-out",
-    "nineteenth-held-out", "twentieth-held-out", "fresh-held-out")
+    "nineteenth-held-out", "twentieth-held-out", "twenty-first-held-out", "fresh-held-out")
 # the splits rules may be tuned on
 TUNED = (DEVELOPMENT, HELD_OUT, SECOND, THIRD, REVIEWED, FOURTH, FIFTH, SIXTH, SEVENTH, EIGHTH, NINTH, TENTH,
          ELEVENTH, TWELFTH, THIRTEENTH, FOURTEENTH, FIFTEENTH,
-         SIXTEENTH, SEVENTEENTH, EIGHTEENTH, NINETEENTH, TWENTIETH)
+         SIXTEENTH, SEVENTEENTH, EIGHTEENTH, NINETEENTH, TWENTIETH, TWENTY_FIRST)
 TITLES = {DEVELOPMENT: "development split", HELD_OUT: "held-out split (scored once before, now tuned on)",
           SECOND: "second held-out set (scored once before, now tuned on)",
           THIRD: "third held-out set (scored once before, now tuned on)",
@@ -86,6 +86,7 @@ TITLES = {DEVELOPMENT: "development split", HELD_OUT: "held-out split (scored on
           EIGHTEENTH: "eighteenth held-out set (scored once before, now tuned on)",
           NINETEENTH: "nineteenth held-out set (scored once before, now tuned on)",
           TWENTIETH: "twentieth held-out set (scored once before, now tuned on)",
+          TWENTY_FIRST: "twenty-first held-out set (scored once before, now tuned on)",
           FRESH: "fresh held-out split (scored once)"}
 
 
