@@ -383,3 +383,15 @@ def test_many_files_of_one_platform_merge_without_outgrowing_a_run_id():
     merged = comp.platforms[0].result_set
     assert len(merged.run_id) <= 100 and merged.run_ids == [p.run_id for p in parts]
     assert {(r.workload, r.variant.get("dtype")) for r in comp.rows} == {("gemm", d) for d in ("fp32", "bf16", "fp16", "tf32")} | {("membw", "fp32")}
+
+
+def test_a_rate_of_whole_steps_is_one_over_its_median_time_not_its_first_runs():
+    from gapbench.compare import time_per_iter
+
+    # two runs of a training step: 2.75 and 3.08 steps/s, median 2.915; the first run's time was 363.9 ms
+    m = Measurement(workload="assess-model", variant={"model": "m"}, unit="steps/s", value=2.915,
+                    metrics={"time_per_iter_s": 0.3639})
+    assert time_per_iter(m) == pytest.approx(1 / 2.915)
+    # a throughput of tokens is no rate of iterations: its recorded time per iteration stands
+    t = Measurement(workload="llm-train", variant={}, unit="tokens/s", value=1000.0, metrics={"time_per_iter_s": 0.5})
+    assert time_per_iter(t) == 0.5

@@ -13,6 +13,8 @@ FLOP_UNITS = {"flop/s": 1.0, "kflop/s": 1e3, "mflop/s": 1e6, "gflop/s": 1e9, "tf
 BYTE_UNITS = {"b/s": 1.0, "kb/s": 1e3, "mb/s": 1e6, "gb/s": 1e9, "tb/s": 1e12,
               "kib/s": 2.0**10, "mib/s": 2.0**20, "gib/s": 2.0**30, "tib/s": 2.0**40}
 TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "µs": 1e-6, "ns": 1e-9}
+# a rate of whole iterations (a training step per second): its value, the median over runs, is one over the time
+ITERATION_RATE_UNITS = frozenset({"steps/s", "step/s", "it/s", "iter/s", "iters/s", "iterations/s"})
 
 # Ridge point (FLOP/byte) used to split compute- from memory-bound rows when the baseline device's peaks
 # are not both known. A server CPU sits near 10 (e.g. 5 TFLOPS fp32 / 0.5 TB/s); data-centre GPUs span
@@ -46,6 +48,8 @@ def time_per_iter(m: Measurement) -> float | None:
     u = m.unit.strip().lower()
     if m.value and u in TIME_UNITS:
         return m.value * TIME_UNITS[u]
+    if m.value and u in ITERATION_RATE_UNITS:
+        return 1.0 / m.value    # the row's value (median over its runs), not the first run's time_per_iter_s
     t = (m.metrics or {}).get("time_per_iter_s")
     return float(t) if isinstance(t, (int, float)) and t > 0 else None
 
