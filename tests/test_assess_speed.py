@@ -198,3 +198,27 @@ def test_predicted_against_measured(tmp_path):
     other = Work("llm-train:x", step_work().items, variant={"model": "x", "dtype": "bf16"})
     p, _ = predict([(other, a), (other, b)])
     assert p.measured is None and "no llm-train:x row with the traced variant" in p.measured_note
+
+
+def test_two_rows_of_one_session_are_judged_without_the_drift_between_sessions(tmp_path):
+    """fp32 against bf16 measured in the same interleaved passes of one file: the runs' own spread is the interval;
+    the same runs in two files carry the drift between two sessions that no number of runs averages away."""
+    fp32 = [2.13, 2.17, 2.11, 2.13, 2.01, 2.04, 2.06, 2.16, 2.21, 2.28]
+    bf16 = [3.68, 3.72, 3.59, 3.56, 3.49, 3.43, 3.91, 3.87, 3.78, 3.78]
+
+    def row(dtype: str, runs: list[float]) -> Measurement:
+        return _m("llm-train", {"model": "x", "dtype": dtype}, sorted(runs)[len(runs) // 2], "steps/s", runs=runs,
+                  metrics={"category": "model"})
+
+    both = results.load(rates_file(tmp_path / "one.json", gemm_tflops=0.001, per_op_us=10,
+                                   extra=[row("fp32", fp32), row("bf16", bf16)]))
+    work = {d: Work("llm-train:x", step_work().items, dtype=d, variant={"model": "x", "dtype": d})
+            for d in ("fp32", "bf16")}
+    same, _ = predict([(work["fp32"], platform_rates(both)), (work["bf16"], platform_rates(both))])
+    g = same.measured.measured_gap
+    assert g.pct == pytest.approx(72.8, abs=0.5) and g.hi - g.lo < 15      # about ±6.6 pp
+    apart = results.load(rates_file(tmp_path / "two.json", gemm_tflops=0.001, per_op_us=10,
+                                    extra=[row("bf16", bf16)]))
+    other, _ = predict([(work["fp32"], platform_rates(both)), (work["bf16"], platform_rates(apart))])
+    h = other.measured.measured_gap
+    assert h.pct == pytest.approx(g.pct) and h.hi - h.lo > 2.5 * (g.hi - g.lo)

@@ -409,6 +409,8 @@ def measured_check(sides: list[tuple[Work, PlatformRates]], predicted: list[floa
                                exclude_runs=tuple(pr.run_id.split("+")))
                     for pr, m in ((tgt, b), (src, a)))
     spread, drift = pair_spread(*spreads, len(set(tgt.run_id.split("+"))) < 2, len(set(src.run_id.split("+"))) < 2)
+    if src.run_id and src.run_id == tgt.run_id and len(a.run_values) >= 2 and len(b.run_values) >= 2:
+        drift = 0.0     # both rows from the same interleaved passes of one session: no drift between sessions
     gap = judge(b, a, b.higher_is_better, spread, drift=drift, spreads=spreads)
     if gap.pct is None:
         return None, f"the measured rows give no gap ({gap.status})"
