@@ -254,7 +254,9 @@ class PythonRules:
         fm.extensions = set(extensions)
         found = fm.run(self.walk_literals(present))
         if facts is not None:
-            libs = cuda_only_python_libraries(text, frozenset(fm.declared)) if "library" in text else frozenset()
+            libs = cuda_only_python_libraries(text, frozenset(fm.declared)) \
+                if "::" in text and ("impl(" in text or "custom_op(" in text or "register_kernel(" in text) \
+                else frozenset()
             facts["extensions"] = frozenset(fm.declared) | {TORCH_OPS + lib for lib in libs}
             facts["imports"] = frozenset(fm.imported)
         return found
@@ -1012,6 +1014,10 @@ def cuda_only_python_libraries(text: str, extensions: frozenset[str] = frozenset
     kernels are functions of a CUDA extension this file builds (`torch.library.impl("mylib::op", "default",
     EXT.op)` after `EXT = load(..., sources=[... .cu])`): every `torch.ops.mylib.*` call runs a CUDA kernel. A
     library with any other device's kernel in the file is left out."""
+    # only the lines that register an operator, with the two after them (a call over lines)
+    lines = text.splitlines()
+    text = "\n".join("\n".join(lines[i:i + 3]) for i, ln in enumerate(lines)
+                     if "impl(" in ln or "custom_op(" in ln or "register_kernel(" in ln)
     keys: dict[str, set[str]] = {}
     for m in _PY_LIBRARY_EXT_IMPL.finditer(text):
         if m.group(2) in extensions:
