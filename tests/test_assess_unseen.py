@@ -26,7 +26,8 @@ def test_round_one_split_by_the_files_rule_and_round_four_held_aside():
     third = {n: m for n, m in MODELS.items() if m.get("round", 1) == 3}
     fourth = {n: m for n, m in MODELS.items() if m.get("round", 1) == 4}
     fifth = {n: m for n, m in MODELS.items() if m.get("round", 1) == 5}
-    assert len(first) == 6 and len(second) == 3 and len(third) == 3 and len(fourth) == 3 and len(fifth) == 3
+    sixth = {n: m for n, m in MODELS.items() if m.get("round", 1) == 6}
+    assert len(first) == 6 and all(len(r) == 3 for r in (second, third, fourth, fifth, sixth))
     split = {n: m["round1_split"] for n, m in first.items()}
     assert sorted(split.values()) == ["development"] * 3 + ["held-aside"] * 3
     assert assess_models.split_by_rule(list(first)) == split
@@ -34,19 +35,20 @@ def test_round_one_split_by_the_files_rule_and_round_four_held_aside():
     order = sorted(first, key=lambda n: hashlib.sha256(n.encode("utf-8")).hexdigest())
     assert [split[n] for n in order] == ["development", "held-aside"] * 3
     assert assess_models.load()["split"]["rule"] == "sha256-alternate"
-    # each round's held-aside models were scored once and are development models since; round five's are held aside
-    assert all(m["split"] == "development" for m in (first | second | third | fourth).values())
+    # each round's held-aside models were scored once and are development models since; round six's are held aside
+    assert all(m["split"] == "development" for m in (first | second | third | fourth | fifth).values())
     assert all(m["round2_split"] == "held-aside" for m in second.values())
     assert all(m["round3_split"] == "held-aside" for m in third.values())
     assert all(m["round4_split"] == "held-aside" for m in fourth.values())
-    assert all(m["split"] == "held-aside" for m in fifth.values())
+    assert all(m["round5_split"] == "held-aside" for m in fifth.values())
+    assert all(m["split"] == "held-aside" for m in sixth.values())
 
     # no family comes back in a later round
     def family(m: dict) -> str:
         return m["architecture"].split("For")[0].replace("LMHeadModel", "")
 
     seen = {family(m) for m in first.values()}
-    for later in (second, third, fourth, fifth):
+    for later in (second, third, fourth, fifth, sixth):
         assert not seen & {family(m) for m in later.values()}
         seen |= {family(m) for m in later.values()}
 
