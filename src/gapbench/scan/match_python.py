@@ -533,12 +533,7 @@ class _FileMatch:
             self.extensions |= self.declared
             return
         chosen = self._chosen_builders(rule) if "Extension" in self.text else {}
-        # the builder module under another name (`import torch.utils.cpp_extension as torch_cpp_ext`)
-        modules = sorted(k for k, q in self.aliases.items() if q == "torch.utils.cpp_extension")
-        alts = ([re.escape(b) for b in builders] + [re.escape(v) for v in chosen]
-                + [re.escape(m) + r"\.(?:load|CUDAExtension|CppExtension)" for m in modules]
-                + [r"[\w.]*cpp_extension\.(?:load|CUDAExtension|CppExtension)"])
-        rx = re.compile(r"(?<![\w.])(?:" + "|".join(alts) + r")[\s\\]*\(")
+        rx = self._builder_calls(builders, chosen)
         wrapped: list[ast.Call] = []     # builder calls whose name is built from a function's parameters
         for node in _pruned_walk(self.tree, _lines_of(rx, self.text, self.starts)):
             value = node.value if isinstance(node, ast.Assign) else node
@@ -551,6 +546,15 @@ class _FileMatch:
         if wrapped:
             self._wrapper_calls(wrapped)
         self.extensions |= self.declared
+
+    def _builder_calls(self, builders: list[str], chosen: dict) -> re.Pattern:
+        """The calls that may build an extension: the builders' own names, names chosen between them, the builder
+        module under another name (`import torch.utils.cpp_extension as torch_cpp_ext`) and its dotted paths."""
+        modules = sorted(k for k, q in self.aliases.items() if q == "torch.utils.cpp_extension")
+        alts = ([re.escape(b) for b in builders] + [re.escape(v) for v in chosen]
+                + [re.escape(m) + r"\.(?:load|CUDAExtension|CppExtension)" for m in modules]
+                + [r"[\w.]*cpp_extension\.(?:load|CUDAExtension|CppExtension)"])
+        return re.compile(r"(?<![\w.])(?:" + "|".join(alts) + r")[\s\\]*\(")
 
     def _declare(self, node: ast.AST, call: ast.Call) -> bool:
         """An extension built by this call: its name (a string), and the variable it is bound to. False when
@@ -803,11 +807,8 @@ class _FileMatch:
             if hit and (hit[1].keyword or hit[1].bare):
                 self.handled.add(id(f))
                 r = hit[1]
-                if r.each and isinstance(self.parents.get(id(node)), ast.Yield) and node.args \
-                        and isinstance(node.args[0], (ast.Name, ast.Attribute)):
-                    return      # `yield triton.Config(config, num_warps=w)`: a pruner passing on a config made elsewhere
-                if r.each and self._config_factory(node, r):
-                    return      # `def make_config(..., n_warps): return triton.Config(..., num_warps=n_warps)`
+                if r.each and self._config_not_made_here(node, r):
+                    return
                 if (r.bare and not node.args and not node.keywords) or (r.keyword and (
                         any(k.arg in r.keywords for k in node.keywords) or _names_source(node, r.sources))):
                     self._add(r, f.lineno, f.col_offset, dotted)
@@ -816,6 +817,15 @@ class _FileMatch:
             if r.call and not q:
                 self.handled.add(id(f))
                 self._add(r, f.end_lineno, f.end_col_offset - len(f.attr), f".{f.attr}()")
+
+    def _config_not_made_here(self, node: ast.Call, rule: Rule) -> bool:
+        """A config passed on by a pruner (`yield triton.Config(config, num_warps=w)`: made elsewhere), or returned by
+        a factory whose callers pass its numbers (`def make_config(..., n_warps): return triton.Config(...,
+        num_warps=n_warps)`)."""
+        if isinstance(self.parents.get(id(node)), ast.Yield) and node.args \
+                and isinstance(node.args[0], (ast.Name, ast.Attribute)):
+            return True
+        return self._config_factory(node, rule)
 
     def _config_factory(self, node: ast.Call, rule: Rule) -> bool:
         """A config returned by a function that takes its watched keyword as a parameter (`return
