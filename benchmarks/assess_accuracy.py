@@ -99,6 +99,17 @@ def run_passes(out: Path, plan: list[tuple[str, list[str]]], runs: int, threads:
     return log
 
 
+def passes(value: str) -> int:
+    """A number of interleaved passes, refused before anything is measured unless it is a whole number of 1 or more."""
+    try:
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number of passes") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"{n} passes: at least 1")
+    return n
+
+
 def label(threads: int, dtype: str = "") -> str:
     return f"{threads} thread{'s' * (threads > 1)}" + (f" {dtype}" if dtype else "")
 
@@ -217,7 +228,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default="results/cpu-assess-accuracy", help="folder for the runs; OUT.json and OUT.md")
     ap.add_argument("--workloads", nargs="+", default=list(WORKLOADS))
-    ap.add_argument("--runs", type=int, default=2, help="interleaved passes per gapbench run (--runs)")
+    ap.add_argument("--runs", type=passes, default=2, help="interleaved passes per gapbench run (--runs)")
     ap.add_argument("--reuse", action="store_true", help="keep runs already in --out; measure only what is missing")
     args = ap.parse_args()
     out = Path(args.out)

@@ -328,8 +328,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", help="folder for the runs; OUT-accuracy.json and OUT.md (default: by split)")
     ap.add_argument("--models", nargs="+", metavar="NAME", help="some of the split's models (default: all of them)")
-    ap.add_argument("--runs", type=int, default=2, help="interleaved passes per gapbench run (--runs)")
-    ap.add_argument("--model-runs", type=int, help="interleaved passes of the models' own rows (default: --runs); "
+    ap.add_argument("--runs", type=accuracy.passes, default=2, help="interleaved passes per gapbench run (--runs)")
+    ap.add_argument("--model-runs", type=accuracy.passes, help="interleaved passes of the models' own rows (default: --runs); "
                     "the measured gaps' intervals narrow with them")
     ap.add_argument("--bf16", action="store_true", help="add the fp32 vs bf16 pair at 1 thread")
     ap.add_argument("--reuse", action="store_true", help="keep runs already in --out; measure only what is missing")

@@ -124,3 +124,13 @@ def test_a_measured_gap_is_known_within_5pp_only_when_both_ends_of_its_interval_
     wide = row | {"measured_interval_pct": [16.0, 25.5]}
     unknown = row | {"measured_interval_pct": None}
     assert assess_unseen.summary([row, wide, unknown])["measured_within_5pp"] == 1
+
+
+@pytest.mark.parametrize("bad", [["--model-runs", "0"], ["--model-runs", "-2"], ["--runs", "0"], ["--model-runs", "x"]])
+def test_a_number_of_passes_below_one_is_refused_before_anything_is_measured(tmp_path, monkeypatch, capsys, bad):
+    measured = []
+    monkeypatch.setattr(assess_unseen, "measure", lambda *a, **k: measured.append(a) or [])
+    with pytest.raises(SystemExit) as e:
+        assess_unseen.main([*bad, "--out", str(tmp_path / "o")])
+    assert e.value.code == 2 and measured == [] and not (tmp_path / "o").exists()
+    assert "passes" in capsys.readouterr().err.splitlines()[-1]
