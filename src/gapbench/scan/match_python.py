@@ -254,9 +254,7 @@ class PythonRules:
         fm.extensions = set(extensions)
         found = fm.run(self.walk_literals(present))
         if facts is not None:
-            libs = cuda_only_python_libraries(text, frozenset(fm.declared)) \
-                if "::" in text and ("impl(" in text or "custom_op(" in text or "register_kernel(" in text) \
-                else frozenset()
+            libs = cuda_only_python_libraries(text, frozenset(fm.declared))
             facts["extensions"] = frozenset(fm.declared) | {TORCH_OPS + lib for lib in libs}
             facts["imports"] = frozenset(fm.imported)
         return found
@@ -835,11 +833,9 @@ class _FileMatch:
             return False
         value = next((k.value for k in node.keywords if k.arg in rule.keywords), None)
         func = self.parents.get(id(node))
-        for _ in range(64):
-            if func is None or isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                break
+        while func is not None and not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
             func = self.parents.get(id(func))
-        if not isinstance(value, ast.Name) or not isinstance(func, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if not isinstance(value, ast.Name) or func is None:
             return False
         params = [a.arg for a in (*func.args.posonlyargs, *func.args.args, *func.args.kwonlyargs)]
         if value.id not in params:
@@ -1008,38 +1004,31 @@ class _FileMatch:
 
 _IMPL_NAMES = frozenset({"impl", "implementation"})
 
-# an operator registered from Python for a dispatch key: torch.library.impl("mylib::op", "cuda"),
-# register_kernel("mylib::op", "cuda"), custom_op("mylib::op", ..., device_types="cuda")
-_PY_LIBRARY_IMPL = re.compile(r"\b(?:impl|register_kernel)\(\s*[\"'](\w+)::\w+[\"']\s*,\s*[\"'](\w+)[\"']")
-_PY_CUSTOM_OP = re.compile(r"\bcustom_op\(\s*[\"'](\w+)::\w+[\"'][^)]*?\bdevice_types\s*=\s*[\"'](\w+)[\"']")
-_PY_ANY_DEVICE_OP = re.compile(r"\bcustom_op\(\s*[\"'](\w+)::\w+[\"'](?![^)]*?\bdevice_types\s*=)")
-
-
-_PY_LIBRARY_EXT_IMPL = re.compile(r"\bimpl\(\s*[\"'](\w+)::\w+[\"']\s*,\s*[\"']\w+[\"']\s*,\s*(\w+)\.\w+\s*\)")
+# an operator registered from Python: torch.library.impl("mylib::op", "cuda"[, EXT.op]), register_kernel(...), or
+# custom_op("mylib::op", ..., device_types="cuda") (no device_types: every device)
+_REGISTERS = ("impl(", "register_kernel(", "custom_op(")
+_PY_OP_REGISTRATION = re.compile(
+    r"\b(?:impl|register_kernel)\(\s*[\"'](\w+)::\w+[\"']\s*,\s*[\"'](\w+)[\"'](?:\s*,\s*(\w+)\.\w+\s*\))?"
+    r"|\bcustom_op\(\s*[\"'](\w+)::\w+[\"'](?:[^)]*?\bdevice_types\s*=\s*[\"'](\w+)[\"'])?")
 
 
 def cuda_only_python_libraries(text: str, extensions: frozenset[str] = frozenset()) -> frozenset[str]:
     """Operator libraries registered from Python for the CUDA dispatch key only (`@torch.library.impl("mylib::op",
     "cuda")` beside an abstract or fake kernel, `custom_op("mylib::op", ..., device_types="cuda")`), or whose
     kernels are functions of a CUDA extension this file builds (`torch.library.impl("mylib::op", "default",
-    EXT.op)` after `EXT = load(..., sources=[... .cu])`): every `torch.ops.mylib.*` call runs a CUDA kernel. A
-    library with any other device's kernel in the file is left out."""
-    # only the lines that register an operator, with the two after them (a call over lines)
-    lines = text.splitlines()
-    text = "\n".join("\n".join(lines[i:i + 3]) for i, ln in enumerate(lines)
-                     if "impl(" in ln or "custom_op(" in ln or "register_kernel(" in ln)
+    EXT.op)` after `EXT = load(..., sources=[... .cu])`: CUDA whatever the key): every `torch.ops.mylib.*` call runs
+    a CUDA kernel. A library with any other device's kernel in the file is left out."""
+    if "::" not in text or not any(r in text for r in _REGISTERS):
+        return frozenset()
+    lines = text.splitlines()     # only the lines that register an operator, with the two after them
+    text = "\n".join("\n".join(lines[i:i + 3]) for i, ln in enumerate(lines) if any(r in ln for r in _REGISTERS))
     keys: dict[str, set[str]] = {}
-    for m in _PY_LIBRARY_EXT_IMPL.finditer(text):
-        if m.group(2) in extensions:
-            keys.setdefault(m.group(1), set()).add("cuda")
-    for rx in (_PY_LIBRARY_IMPL, _PY_CUSTOM_OP):
-        for m in rx.finditer(text):
-            if rx is _PY_LIBRARY_IMPL and _PY_LIBRARY_EXT_IMPL.match(text, m.start()) \
-                    and _PY_LIBRARY_EXT_IMPL.match(text, m.start()).group(2) in extensions:
-                continue    # the key of an extension's kernel ("default"): the kernel is CUDA whatever the key
-            keys.setdefault(m.group(1), set()).add(m.group(2).lower())
-    for m in _PY_ANY_DEVICE_OP.finditer(text):
-        keys.setdefault(m.group(1), set()).add("any")
+    for m in _PY_OP_REGISTRATION.finditer(text):
+        if m.group(1):
+            lib, key = m.group(1), "cuda" if m.group(3) in extensions else m.group(2).lower()
+        else:
+            lib, key = m.group(4), (m.group(5) or "any").lower()
+        keys.setdefault(lib, set()).add(key)
     return frozenset(lib for lib, ks in keys.items() if ks == {"cuda"})
 
 
