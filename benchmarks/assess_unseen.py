@@ -5,7 +5,9 @@ Pairs this one CPU can make: 1 thread against 2 threads at fp32, and (with --bf1
 For each thread count one `gapbench run --suite assess` measures the rates the prediction reads (GEMM per dtype
 and shape, grouped GEMM, convolution, attention, element-wise, bandwidth, per-operator cost), one
 `gapbench run -w gemm:listed` the GEMM shapes the models' steps use (the shapes `gapbench assess` names: those
-that carry 99% of each step's GEMM FLOPs), one `gapbench run -w conv:listed` their convolutions likewise, and,
+that carry 99% of each step's GEMM FLOPs), one `gapbench run -w conv:listed` their convolutions likewise, one
+`gapbench run -w attention:listed` their attentions (keys' sequence and causality as called), one
+`gapbench run -w optimizer:listed` their optimizer steps over each model's own parameter set, and,
 right after, one `gapbench run --workload-file benchmarks/assess_models.py` measures each model's training step
 (forward, loss, backward, AdamW), each in --runs interleaved passes. Each model's step is traced through `--entry`
 (benchmarks.assess_models:NAME, on real tensors: `gapbench assess --real`), the gap is predicted from the two
@@ -98,6 +100,26 @@ def convs_file(threads: int) -> str:
     return f"convs-{threads}t.json"
 
 
+def attentions_file(threads: int) -> str:
+    return f"attentions-{threads}t.json"
+
+
+def step_attentions(works) -> list[str]:
+    """The attentions ('BHxSxD[xKV][c]', as attention:listed measures them) that carry SHAPE_SHARE of each traced
+    step's attention FLOPs, most FLOPs first, each once over all the steps."""
+    return _carrying(works, lambda it: it.attention_spec)
+
+
+def optims_file(threads: int) -> str:
+    return f"optims-{threads}t.json"
+
+
+def step_param_sets(works) -> list[str]:
+    """The parameter sets of the traced steps' optimizers ('NUMEL*COUNT+…', as optimizer:listed measures them),
+    each once over all the steps."""
+    return list(dict.fromkeys(s.spec for w in works for s in w.optimizers))
+
+
 UPDATE_OPS = ("lerp", "addcmul", "addcdiv")  # the optimizer's update operators, measured after the first runs
 
 
@@ -155,8 +177,10 @@ def dtypes_at(threads: int, bf16: bool) -> list[str]:
 
 
 def measure(out: Path, names: list[str], runs: int, bf16: bool, reuse: bool, shapes: list[str],
-            convs: list[str] = (), model_runs: int | None = None) -> list[dict]:
-    """Per thread count: the rates (the `assess` suite, the steps' GEMM shapes and convolutions), then the models
+            convs: list[str] = (), model_runs: int | None = None, param_sets: list[str] = (),
+            attentions: list[str] = ()) -> list[dict]:
+    """Per thread count: the rates (the `assess` suite, the steps' GEMM shapes, convolutions, attentions and
+    optimizer steps), then the models
     right after, so that a side's rates and its models are measured close together in time on a shared machine.
     The models in `model_runs` passes (default: `runs`): the measured gap is the yardstick, and its interval
     narrows with the passes."""
@@ -171,6 +195,12 @@ def measure(out: Path, names: list[str], runs: int, bf16: bool, reuse: bool, sha
         if convs:
             plan.append((convs_file(t), ["-w", "conv:listed", "--conv-shapes", ",".join(convs), "--dtype", dtypes,
                                          "--label", label(t)]))
+        if attentions:
+            plan.append((attentions_file(t), ["-w", "attention:listed", "--attention-shapes", ",".join(attentions),
+                                              "--dtype", dtypes, "--label", label(t)]))
+        if param_sets:
+            plan.append((optims_file(t), ["-w", "optimizer:listed", "--param-sets", ",".join(param_sets), "--dtype",
+                                          dtypes, "--label", label(t)]))
         log += accuracy.run_passes(out, plan, runs, t, reuse, run=gapbench)
         models = [(models_file(t), ["--workload-file", WORKLOAD_FILE, *wl, "--dtype", dtypes, "--label", label(t)])]
         log += accuracy.run_passes(out, models, model_runs or runs, t, reuse, run=gapbench)
@@ -184,7 +214,8 @@ def side(out: Path, threads: int, dtype: str):
 
     rates = results.load(out / rates_file(threads))
     models = results.load(out / models_file(threads))
-    listed = [m for f in (shapes_file(threads), convs_file(threads)) if (out / f).exists()
+    listed = [m for f in (shapes_file(threads), convs_file(threads), attentions_file(threads), optims_file(threads))
+              if (out / f).exists()
               for m in results.load(out / f).measurements]
     updates = updates_rows(out, threads)
     merged = results.ResultSet(host=rates.host, device=rates.device, label=label(threads, dtype),
@@ -333,8 +364,9 @@ def main(argv: list[str] | None = None) -> int:
                     "the measured gaps' intervals narrow with them")
     ap.add_argument("--bf16", action="store_true", help="add the fp32 vs bf16 pair at 1 thread")
     ap.add_argument("--reuse", action="store_true", help="keep runs already in --out; measure only what is missing")
-    ap.add_argument("--no-listed", action="store_true", help="do not measure the steps' own GEMM shapes and "
-                    "convolutions (gemm:listed, conv:listed): the prediction reads the assess suite's shapes only")
+    ap.add_argument("--no-listed", action="store_true", help="do not measure the steps' own GEMM shapes, "
+                    "convolutions, attentions and optimizer steps (gemm:listed, conv:listed, attention:listed, "
+                    "optimizer:listed): the prediction reads the assess suite's rows only")
     ap.add_argument("--measure-only", action="store_true",
                     help="measure what is missing in --out and stop before predicting: the score comes later, with "
                          "--reuse, once the step-time model is final")
@@ -353,7 +385,10 @@ def main(argv: list[str] | None = None) -> int:
     works = traced_all(names, args.bf16)
     shapes = [] if args.no_listed else step_shapes(works.values())
     convs = [] if args.no_listed else step_convs(works.values())
-    log += measure(out, names, args.runs, args.bf16, args.reuse, shapes, convs, args.model_runs)
+    param_sets = [] if args.no_listed else step_param_sets(works.values())
+    attentions = [] if args.no_listed else step_attentions(works.values())
+    log += measure(out, names, args.runs, args.bf16, args.reuse, shapes, convs, args.model_runs, param_sets,
+                   attentions)
     log_file.write_text(json.dumps(log, indent=1) + "\n", encoding="utf-8")
     if args.measure_only:
         print(f"measured into {out}; nothing predicted or scored", file=sys.stderr)

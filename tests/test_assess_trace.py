@@ -99,8 +99,10 @@ def test_llm_train_is_traced_as_the_iteration_it_measures():
     assert {i.dtype for i in gemm if i.cls == "gemm"} == {"bf16"}     # autocast: the matmuls run in bf16
     attention = [i for i in work.items if i.cls == "attention"]
     assert {i.shape for i in attention} == {(16, 128, 32)}          # batch 4 × 4 heads, 128 tokens, head dim 32
-    updates = {i.op for i in work.items if i.phase == "forward"}
+    updates = {i.op for i in work.items if i.phase == "optimizer"}
     assert {"aten.lerp_.Scalar", "aten.addcdiv_.default"} <= updates    # AdamW's update is part of the iteration
+    (adamw,) = work.optimizers                                          # and kept whole, with its parameters
+    assert adamw.name == "adamw" and adamw.calls == work.optimizer_calls > 0
     assert not any(i.op.startswith("profiler.") for i in work.items)    # markers, not kernels
     p = PRESETS["tiny"]
     formula = p.batch_size * p.seq_len * llama_train_flops_per_token(p.config, p.seq_len)

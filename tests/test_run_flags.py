@@ -180,6 +180,14 @@ CASES = [
     ("fp8-format-nobody-takes-it", ["--fp8-format", "e5m2", *GEMM], "--fp8-format"),
     ("entry-no-colon", ["--entry", "mymodel", "-w", "numerics"], "--entry"),
     ("entry-nobody-takes-it", ["--entry", "mymodel:build", *GEMM], "--entry"),
+    ("attention-shapes-two-numbers", ["--attention-shapes", "2x64", "-w", "attention:listed"], "--attention-shapes"),
+    ("attention-shapes-zero", ["--attention-shapes", "2x64x0", "-w", "attention:listed"], "--attention-shapes"),
+    ("attention-shapes-nobody-takes-it", ["--attention-shapes", "2x64x16", *GEMM], "--attention-shapes"),
+    ("param-sets-text", ["--param-sets", "12*x", "-w", "optimizer:listed"], "--param-sets"),
+    ("param-sets-zero-count", ["--param-sets", "4096*0", "-w", "optimizer:listed"], "--param-sets"),
+    ("param-sets-nobody-takes-it", ["--param-sets", "4096*2", *GEMM], "--param-sets"),
+    ("optimizer-unknown", ["--optimizer", "lion", "-w", "optimizer:tiny"], "--optimizer"),
+    ("optimizer-nobody-takes-it", ["--optimizer", "sgd", *GEMM], "--optimizer"),
 ]
 
 

@@ -57,9 +57,10 @@ SUITES: dict[str, dict] = {
     "assess": {
         "description": "the rates gapbench assess predicts a model's step from: GEMM per dtype with the shape sweep, "
                        "grouped GEMM (mixture-of-experts layers), "
-                       "convolution and attention per dtype and shape, memory bandwidth per dtype in cache and in memory, the "
-                       "per-operator cost",
-        "entries": ["gemm:quick", "grouped-gemm:quick", "conv:quick", "attention:quick", "elementwise:quick", "membw:tiny-dtypes",
+                       "convolution and attention per dtype and shape, memory bandwidth per dtype in cache and in memory, a whole "
+                       "optimizer step per dtype, the per-operator cost",
+        "entries": ["gemm:quick", "grouped-gemm:quick", "conv:quick", "attention:quick", "elementwise:quick",
+                    "optimizer:quick", "membw:tiny-dtypes",
                     "membw:quick-dtypes",
                     "launch:quick"],
     },

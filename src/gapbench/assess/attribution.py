@@ -3,7 +3,8 @@ contributes to it, by the step model (assess.speed) over the traced iteration an
 rates, and the residual that the model does not explain.
 
 For a row with measured times T_b (the baseline) and T_p (the other side), gap = T_b / T_p − 1. Each class c
-(GEMM per dtype, convolution and attention per dtype, memory-bound, collective, per-operator overhead) has a
+(GEMM per dtype, convolution and attention per dtype, memory-bound, a whole optimizer step where both sides
+measured one, collective, per-operator overhead) has a
 modelled time t_b,c and t_p,c on the two sides, and contributes (t_b,c − t_p,c) / T_p to the gap; the residual
 is the measured gap minus their sum, ((T_b − M_b) − (T_p − M_p)) / T_p with M the modelled step. The parts and
 the residual add up to the measured gap (compare's gap of the row) exactly. A class that a side lacks a rate for
@@ -30,6 +31,7 @@ from gapbench.assess.speed import (
     _Plan,
     _platform_key,
     _Table,
+    alike_optimizers,
     compute_rate,
     drawn_values,
     plan_side,
@@ -42,12 +44,12 @@ from gapbench.errors import GapbenchError
 
 MEMORY = "memory-bound"  # element-wise operators with their own rate and the rest at bandwidth, one class
 OVERHEAD = "overhead"
-PART_ORDER = ("gemm", "conv", "attention", MEMORY, "collective", OVERHEAD)
+PART_ORDER = ("gemm", "conv", "attention", MEMORY, "optimizer", "collective", OVERHEAD)
 
 
 @dataclass(frozen=True)
 class Part:
-    name: str  # 'gemm fp32', 'conv bf16', 'attention fp32', 'memory-bound', 'collective', 'overhead'
+    name: str  # 'gemm fp32', 'conv bf16', 'attention fp32', 'memory-bound', 'optimizer bf16', 'collective', 'overhead'
     seconds: tuple[float | None, float | None]  # modelled on the baseline and the other side; None: unexplained
     pp: float | None  # contribution to the measured gap, percentage points; None: unexplained
     lo: float | None  # its interval (None where the draws give none)
@@ -102,7 +104,7 @@ def part_of(it: Item) -> str | None:
     """The part an operator call belongs to (None: a view, which costs nothing but its overhead)."""
     if it.cls in COMPUTE:
         return f"{it.cls} {it.dtype}"
-    return {"memory": MEMORY, "collective": "collective"}.get(it.cls)
+    return {"memory": MEMORY, "collective": "collective", "optimizer": f"optimizer {it.dtype}"}.get(it.cls)
 
 
 def lacking(pr: PlatformRates, it: Item) -> str | None:
@@ -170,7 +172,7 @@ def _sides(works: list[Work], rates: list[PlatformRates], draws: int, seed: int)
     table = _Table()
     keys = list(dict.fromkeys(_platform_key(pr) for pr in rates))
     plans, kept, missing = [], [], []
-    for work, pr in zip(works, rates, strict=True):
+    for work, pr in alike_optimizers(list(zip(works, rates, strict=True))):
         priced, miss = _priceable(work, pr)
         kind = "train" if work.has_backward else "infer"
         if kind not in pr.per_op:
@@ -181,13 +183,13 @@ def _sides(works: list[Work], rates: list[PlatformRates], draws: int, seed: int)
         if plan is None:
             raise GapbenchError("; ".join(still))  # every call was checked above: a rate lookup disagrees
         plans.append(plan)
-        kept.append(priced.items)
+        kept.append(plan.items)
         missing.append(miss)
     spreads = [next(pr.spread for pr in rates if _platform_key(pr) == k) for k in keys]
     nominal, drawn = drawn_values(table, plans, spreads, draws, seed)
     out = []
-    for plan, items, work, pr, v, miss in zip(plans, kept, works, rates, drawn, missing, strict=True):
-        nom, d = _side_times(plan, items, work.calls, nominal, v, pr.synchronous)
+    for plan, items, pr, v, miss in zip(plans, kept, rates, drawn, missing, strict=True):
+        nom, d = _side_times(plan, items, plan.calls, nominal, v, pr.synchronous)
         if miss and not pr.synchronous:
             # what the step waits for (host or device) is not known without every part
             miss = {k: miss.get(k) or [f"{pr.name}: the overlap of overhead and work is unknown without every "
@@ -242,7 +244,7 @@ def attribute(works: tuple[Work, Work], rates: tuple[PlatformRates, PlatformRate
 
 def has_rates(pr: PlatformRates) -> bool:
     """The results file holds any assess-suite rate (a row gemm, conv, attention, elementwise, membw or launch)."""
-    return bool(pr.gemm or pr.conv or pr.attention or pr.elementwise or pr.bandwidth or pr.per_op)
+    return bool(pr.gemm or pr.conv or pr.attention or pr.elementwise or pr.bandwidth or pr.per_op or pr.optimizer)
 
 
 def _traceable(workload: str) -> bool:

@@ -16,6 +16,8 @@
               dtype without rows of its own reads fp32's)
   elementwise elements/s of the compute-heavy element-wise and normalisation operators (elementwise: gelu,
               bernoulli_, softmax, norms, …) per operator, dtype and size
+  optimizer   parameter elements/s of one whole optimizer step (optimizer: AdamW, Adam, SGD) per dtype at each
+              measured parameter set (its tensors' sizes)
   per-op      seconds per operator (launch): `op` a bare operator, `train` per operator of an eager training
               step, `infer` per operator of a forward without autograd
   collective  bytes/s of each collective (algorithm bandwidth: message size / time), per message size
@@ -83,6 +85,16 @@ class AttentionPoint:
     seq: int
     head_dim: int
     rate: Rate
+    kv: int = 0  # the keys' sequence (0: the query's)
+    causal: bool = False
+
+
+@dataclass(frozen=True)
+class OptimizerPoint:
+    params: str  # the parameter set, 'NUMEL*COUNT+…' (optimizer:listed --param-sets)
+    elements: int
+    tensors: int
+    rate: Rate  # parameter elements per second
 
 
 @dataclass(frozen=True)
@@ -106,6 +118,7 @@ class PlatformRates:
     bandwidth_dtype: dict[str, list[SizePoint]] = field(default_factory=dict)  # dtype -> its own rows
     elementwise: dict[tuple[str, str], list[SizePoint]] = field(default_factory=dict)  # (op, dtype) -> elements/s
     per_op: dict[str, Rate] = field(default_factory=dict)  # launch kind -> seconds per operator
+    optimizer: dict[tuple[str, str], list[OptimizerPoint]] = field(default_factory=dict)  # (name, dtype) -> points
     collectives: dict[str, list[SizePoint]] = field(default_factory=dict)  # op -> bytes/s by message size
     spread: float = 0.0  # run-to-run standard deviation of log values for this platform
     spread_basis: str = ""
@@ -155,15 +168,31 @@ class PlatformRates:
             return None
         return min(points, key=lambda p: abs(math.log(p.size / elements)))
 
-    def attention_rate(self, dtype: str, backward: bool, shape: tuple[int, int, int]) -> AttentionPoint | None:
-        """The measured attention of this dtype and pass nearest in sequence and head dimension, then in
-        batch × heads (sum of |log| ratios, the last at half weight)."""
+    def optimizer_at(self, name: str, dtype: str, params: str, elements: int, tensors: int) -> OptimizerPoint | None:
+        """The measured step of this optimizer and dtype over the same parameter set where there is one, else the
+        nearest in elements and, at half weight, in the number of tensors (each tensor is a loop's worth of operator
+        calls)."""
+        points = self.optimizer.get((name, dtype)) or []
+        if not points or elements <= 0:
+            return None
+        same = [p for p in points if p.params == params]
+        return min(same or points, key=lambda p: (abs(math.log(p.elements / elements))
+                                                  + 0.5 * abs(math.log(p.tensors / max(1, tensors))), -p.rate.value))
+
+    def attention_rate(self, dtype: str, backward: bool, shape: tuple[int, int, int], kv: int = 0,
+                       causal: bool = False) -> AttentionPoint | None:
+        """The measured attention of this dtype and pass, among the rows as causal as the call where there are any
+        (a causal kernel skips half the scores), nearest in the query's and the keys' sequence and head dimension,
+        then in batch × heads (sum of |log| ratios, the last at half weight)."""
         points = self.attention.get((dtype, "backward" if backward else "forward")) or []
         if not points:
             return None
         bh, seq, d = (max(1, x) for x in shape)
-        return min(points, key=lambda p: (abs(math.log(p.seq / seq)) + abs(math.log(p.head_dim / d))
-                                          + 0.5 * abs(math.log(p.batch_heads / bh)), -p.rate.value))
+        keys = max(1, kv or seq)
+        same = [p for p in points if p.causal == causal] or points
+        return min(same, key=lambda p: (abs(math.log(p.seq / seq)) + abs(math.log((p.kv or p.seq) / keys))
+                                        + abs(math.log(p.head_dim / d)) + 0.5 * abs(math.log(p.batch_heads / bh)),
+                                        -p.rate.value))
 
     def bandwidth_at(self, nbytes: float, dtype: str | None = None) -> SizePoint | None:
         """The memory-bandwidth row nearest in bytes moved per call, of this dtype where it has rows (bf16 on a
@@ -353,12 +382,22 @@ def _add_attention(pr: PlatformRates, m: Measurement) -> None:
     v = m.variant
     if v.get("pass") not in ("forward", "backward"):
         return
+    kv, causal = int(v.get("kv", 0)), bool(v.get("causal", False))
     pr.attention.setdefault((str(v.get("dtype")), v["pass"]), []).append(AttentionPoint(
         int(v["batch_heads"]), int(v["seq"]), int(v["head_dim"]), _rate(
             m, m.value * 1e12, f"attention {v.get('dtype')} {v['pass']} {v['batch_heads']}×{v['seq']}×"
-                               f"{v['head_dim']}")))
+                               f"{v['head_dim']}" + (f" keys {kv}" if kv else "") + (" causal" if causal else "")),
+        kv if kv != int(v["seq"]) else 0, causal))
+
+
+def _add_optimizer(pr: PlatformRates, m: Measurement) -> None:
+    v = m.variant
+    pr.optimizer.setdefault((str(v["optimizer"]), str(v.get("dtype"))), []).append(OptimizerPoint(
+        str(v["params"]), int(v["elements"]), int(v["tensors"]), _rate(
+            m, m.value * 1e9, f"optimizer {v['optimizer']} {v.get('dtype')} {int(v['elements']) / 1e6:.3g} M elements "
+                              f"in {v['tensors']} tensors")))
 
 
 # the rows each micro workload contributes (model workloads are end-to-end rows, the measured check)
 _ROWS = {"gemm": _add_gemm, "grouped-gemm": _add_grouped, "conv": _add_conv, "elementwise": _add_elementwise, "attention": _add_attention,
-         "launch": _add_launch}
+         "launch": _add_launch, "optimizer": _add_optimizer}

@@ -11,10 +11,14 @@ Each traced operator call costs, on a platform (its rates from its results file,
     elementwise       max(elements / the operator's own measured rate of its dtype at the nearest size, bytes / bw):
                       a memory-class operator the elementwise rows measured (gelu, bernoulli_, softmax, norms, …)
     memory            bytes / bandwidth of its dtype (fp32's where that dtype has no membw rows) at the nearest size
+    optimizer         a whole optimizer step (every call inside it): the parameters' elements / the measured step's
+                      rate of that optimizer and dtype over the same parameter set, else the nearest one; where the
+                      side has no such row, its calls are priced one by one as the classes above
     collective        message bytes / the collective's algorithm bandwidth at the nearest message size
     view              nothing but its per-operator cost
 
-and every call also costs the platform's measured per-operator time (launch: `train` for a step with a backward
+and every call also costs the platform's measured per-operator time (not the calls of an optimizer step priced
+whole: its measured row includes them) (launch: `train` for a step with a backward
 pass, `infer` for one without). Where host and device are one processor (a CPU) the two add up:
 T = Σ per-operator + Σ work; on an accelerator the host issues operators while the device runs earlier ones,
 so T = max(Σ per-operator, Σ work).
@@ -30,6 +34,7 @@ are one platform running one trace (then there is nothing to be wrong about). Th
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -37,19 +42,19 @@ import numpy as np
 
 from gapbench.assess import calibration
 from gapbench.assess.rates import PlatformRates, Rate, shape_distance
-from gapbench.assess.work import COMPUTE, Work
+from gapbench.assess.work import COMPUTE, Item, Work
 from gapbench.compare.gaps import Gap, HistoryChoice, interval_gap, judge, pair_spread, row_spread
 from gapbench.compare.rates import time_per_iter
 
 DRAWS = 4000
 SEED = 0
 LEVEL = 0.95
-WORK_CLASSES = ("gemm", "conv", "attention", "elementwise", "memory", "collective")
+WORK_CLASSES = ("gemm", "conv", "attention", "elementwise", "memory", "optimizer", "collective")
 
 
 @dataclass(frozen=True)
 class ClassTime:
-    cls: str  # gemm | conv | attention | elementwise | memory | collective | overhead
+    cls: str  # gemm | conv | attention | elementwise | memory | optimizer | collective | overhead
     calls: int
     flops: float
     bytes: float
@@ -77,6 +82,13 @@ class SidePrediction:
     # the same for its convolutions: (dtype, 'NxCINxCOUTxHWxKxG') and their share of the step's convolution FLOPs
     unmeasured_conv: tuple[tuple[str, str], ...] = ()
     unmeasured_conv_share: float = 0.0
+    # the same for its attentions: (dtype, 'BHxSxD[xKV][c]') and their share of the step's attention FLOPs
+    unmeasured_attention: tuple[tuple[str, str], ...] = ()
+    unmeasured_attention_share: float = 0.0
+    # the step's optimizer steps this side has no row for at their own parameter set: (optimizer, dtype,
+    # 'NUMEL*COUNT+…', how they were priced: 'nearest' set of the same optimizer | 'per-operator': no row of that
+    # optimizer and dtype)
+    unmeasured_optimizer: tuple[tuple[str, str, str, str], ...] = ()
 
 
 SHAPE_TOLERANCE = 0.25  # sum of |log| ratios of m, n, k within which a measured GEMM row is "at" a step's shape
@@ -179,9 +191,11 @@ class _Plan:
     memory: np.ndarray  # index of the byte rate (bandwidth, or the collective's)
     classes: list[str]
     per_op: int  # index of the per-operator time
-    calls: int
+    calls: int  # the calls that pay the per-operator time
     platform: int  # index of the platform-level draw
     used: dict[str, list[str]]  # class -> rate sources, one per call
+    items: list[Item] = dataclasses.field(default_factory=list)  # what each column prices (an optimizer step: one
+    #                                                                item of class optimizer, its elements)
 
 
 class _Table:
@@ -203,9 +217,12 @@ def plan_side(work: Work, pr: PlatformRates, table: _Table, platform: int, key: 
     """The side's plan over `table`, or None with what its results file lacks for this trace."""
     missing: list[str] = []
     kind = "train" if work.has_backward else "infer"
-    cols: dict[str, list] = {k: [] for k in ("count", "flops", "bytes", "compute", "memory", "cls")}
+    cols: dict[str, list] = {k: [] for k in ("count", "flops", "bytes", "compute", "memory", "cls", "items")}
     used: dict[str, list[str]] = {}
+    steps = optimizer_rates(work, pr)
     for it in work.items:
+        if steps and it.phase == "optimizer":
+            continue  # priced whole below
         ci = mi = -1
         cls, units = it.cls, it.flops
         if it.cls in COMPUTE:
@@ -237,8 +254,9 @@ def plan_side(work: Work, pr: PlatformRates, table: _Table, platform: int, key: 
             mi = table.add(key, point.rate)
             used.setdefault(it.cls, []).extend([point.rate.source] * it.count)
         for name, v in (("count", it.count), ("flops", units), ("bytes", it.bytes), ("compute", ci),
-                        ("memory", mi), ("cls", cls)):
+                        ("memory", mi), ("cls", cls), ("items", it)):
             cols[name].append(v)
+    _optimizer_columns(steps or [], cols, used, table, key)
     if kind not in pr.per_op:
         missing.append(f"no per-operator time (launch, kind={kind})")
     if missing:
@@ -246,8 +264,79 @@ def plan_side(work: Work, pr: PlatformRates, table: _Table, platform: int, key: 
     used["overhead"] = [pr.per_op[kind].source]
     return _Plan(np.array(cols["count"], dtype=float), np.array(cols["flops"], dtype=float),
                  np.array(cols["bytes"], dtype=float), np.array(cols["compute"], dtype=int),
-                 np.array(cols["memory"], dtype=int), cols["cls"], table.add(key, pr.per_op[kind]), work.calls,
-                 platform, used), []
+                 np.array(cols["memory"], dtype=int), cols["cls"], table.add(key, pr.per_op[kind]),
+                 work.calls - (work.optimizer_calls if steps else 0), platform, used, cols["items"]), []
+
+
+def unmeasured_attention(work: Work, pr: PlatformRates) -> tuple[tuple[tuple[str, str], ...], float]:
+    """The traced step's attentions whose nearest measured row on this side differs in causality or by more than
+    SHAPE_TOLERANCE in batch × heads, sequences and head dimension (`attention:listed --attention-shapes` measures
+    them), most FLOPs first, and their share of the step's attention FLOPs."""
+    flops: dict[tuple[str, str], float] = {}
+    total = 0.0
+    for it in work.items:
+        spec = it.attention_spec
+        if spec is None:
+            continue
+        total += it.flops * it.count
+        p = pr.attention_rate(it.dtype, "backward" in it.op, it.shape, it.kv, it.causal)
+        bh, seq, d = it.shape
+        if p is None or p.causal != it.causal or shape_distance(
+                (p.batch_heads, p.seq, p.head_dim), (bh, seq, d)) + abs(math.log(max(1, p.kv or p.seq)
+                                                                             / max(1, it.kv or seq))) > SHAPE_TOLERANCE:
+            key = (it.dtype, spec)
+            flops[key] = flops.get(key, 0.0) + it.flops * it.count
+    order = sorted(flops, key=lambda k: -flops[k])
+    share = sum(flops.values()) / total if total > 0 else 0.0
+    return tuple(order), share
+
+
+def unmeasured_optimizer(work: Work, pr: PlatformRates) -> tuple[tuple[str, str, str, str], ...]:
+    out = []
+    for step in work.optimizers:
+        point = pr.optimizer_at(step.name, step.dtype, step.spec, step.elements, step.tensors)
+        if point is None or point.params != step.spec:
+            out.append((step.name, step.dtype, step.spec, "nearest" if point else "per-operator"))
+    return tuple(out)
+
+
+def alike_optimizers(sides: list[tuple[Work, PlatformRates]]) -> list[tuple[Work, PlatformRates]]:
+    """The sides as they are where every side has a row for each optimizer step of its trace; else the traces
+    without their optimizer steps, so that both sides price those calls one by one: a gap between one side's
+    whole step and the other's operators would be a difference of methods, not of platforms."""
+    if all(optimizer_rates(w, pr) for w, pr in sides) or not any(w.optimizers for w, _ in sides):
+        return sides
+    return [(dataclasses.replace(w, optimizers=[]), pr) for w, pr in sides]
+
+
+def _optimizer_columns(steps: list, cols: dict[str, list], used: dict[str, list[str]], table: _Table,
+                       key: str) -> None:
+    """One column per optimizer step priced whole: its parameters' elements over its measured step rate."""
+    for step, point in steps:
+        for name, v in (("count", 1), ("flops", float(step.elements)), ("bytes", 0.0),
+                        ("compute", table.add(key, point.rate)), ("memory", -1), ("cls", "optimizer"),
+                        ("items", optimizer_item(step))):
+            cols[name].append(v)
+        used.setdefault("optimizer", []).append(point.rate.source)
+
+
+def optimizer_rates(work: Work, pr: PlatformRates) -> list | None:
+    """[(optimizer step, its measured row)] for every optimizer step of the trace, or None where the side has no
+    row for one of them (then every call is priced one by one)."""
+    if not work.optimizers:
+        return None
+    out = []
+    for step in work.optimizers:
+        point = pr.optimizer_at(step.name, step.dtype, step.spec, step.elements, step.tensors)
+        if point is None:
+            return None
+        out.append((step, point))
+    return out
+
+
+def optimizer_item(step) -> Item:
+    """An optimizer step as one column of a plan: its parameters' elements are its units."""
+    return Item(f"optimizer.{step.name}", "optimizer", step.dtype, "optimizer", 0.0, 0.0, elements=step.elements)
 
 
 def compute_rate(pr: PlatformRates, it):
@@ -264,7 +353,8 @@ def compute_rate(pr: PlatformRates, it):
         kind = "depthwise " if it.groups else ""
         return (pr.conv_rate(it.dtype, backward, shape, it.kernel, it.groups, it.stride, it.padding),
                 f"no {it.dtype} {pas} {kind}convolution rows (conv)")
-    return pr.attention_rate(it.dtype, backward, shape), f"no {it.dtype} {pas} attention rows (attention)"
+    return (pr.attention_rate(it.dtype, backward, shape, it.kv, it.causal),
+            f"no {it.dtype} {pas} attention rows (attention)")
 
 
 def _item_times(plan: _Plan, values: np.ndarray) -> np.ndarray:
@@ -291,7 +381,8 @@ def _classes(plan: _Plan, values: np.ndarray) -> tuple[ClassTime, ...]:
             continue
         sources = plan.used.get(cls, [])
         top = tuple(sorted(set(sources), key=lambda s: -sources.count(s))[:3])
-        flops = float((plan.flops * plan.count)[sel].sum()) if cls in COMPUTE else 0.0  # elementwise: elements
+        flops = float((plan.flops * plan.count)[sel].sum()) if cls in COMPUTE else 0.0  # elementwise, optimizer:
+        #                                                                                    elements
         out.append(ClassTime(cls, int(plan.count[sel].sum()), flops,
                              float((plan.nbytes * plan.count)[sel].sum()), float(t[sel].sum()), top))
     out.append(ClassTime("overhead", plan.calls, 0.0, 0.0, float(plan.calls * values[plan.per_op]),
@@ -326,7 +417,7 @@ def predict(sides: list[tuple[Work, PlatformRates]], draws: int = DRAWS, seed: i
     table = _Table()
     platform_keys = list(dict.fromkeys(_platform_key(pr) for _, pr in sides))
     plans, missing = [], []
-    for work, pr in sides:
+    for work, pr in alike_optimizers(sides):
         key = _platform_key(pr)
         plan, miss = plan_side(work, pr, table, platform_keys.index(key), key)
         plans.append(plan)
@@ -351,7 +442,8 @@ def predict(sides: list[tuple[Work, PlatformRates]], draws: int = DRAWS, seed: i
         side_preds.append(SidePrediction(pr.name, pr.path, point[i], float(lo), float(hi), _classes(plan, nominal),
                                          "train" if work.has_backward else "infer", pr.synchronous, pr.spread,
                                          pr.spread_basis, flagged, *unmeasured_gemm(work, pr),
-                                         *unmeasured_conv(work, pr)))
+                                         *unmeasured_conv(work, pr), *unmeasured_attention(work, pr),
+                                         unmeasured_optimizer(work, pr)))
     glo, ghi = np.percentile(gaps, q)
     check, note = measured_check(sides, point, history)
     return SpeedPrediction(side_preds[0], side_preds[1], (point[0] / point[1] - 1) * 100, float(glo), float(ghi),

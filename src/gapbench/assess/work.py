@@ -10,8 +10,12 @@ traces it, and each operator call is recorded with what it costs a machine:
   class   gemm (matrix multiplies), conv (convolutions, forward and backward), attention (scaled-dot-product
           kernels), collective (c10d operators), view (returns an alias of an input), memory (everything else:
           element-wise operators, reductions, norms, copies, embeddings, optimizer updates)
+  phase   forward, backward (autograd's), or optimizer (inside an optimizer's step: torch.optim's step hooks)
 
-Calls of one operator with the same class, dtype and shapes are one `Item` with a count.
+Calls of one operator with the same class, dtype and shapes are one `Item` with a count. Each optimizer step the
+trace runs is also kept whole (`OptimizerStep`: which optimizer, its parameters' sizes and dtype), so that its
+calls can be priced as one measured step over the same parameters (the optimizer rows) rather than operator by
+operator.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from torch.utils._pytree import tree_flatten
 from gapbench.coverage.dispatch import OpRecorder, in_backward
 from gapbench.devices.dtypes import name_of
 from gapbench.workloads.micro.launch import SKIPPED, is_composite
-from gapbench.workloads.micro.options import default_padding
+from gapbench.workloads.micro.options import default_padding, param_set_spec
 
 CLASSES = ("gemm", "conv", "attention", "memory", "collective", "view")
 COMPUTE = ("gemm", "conv", "attention")  # classes priced by a FLOP rate
@@ -39,7 +43,7 @@ class Item:
     op: str  # 'aten.mm.default'
     cls: str  # one of CLASSES
     dtype: str  # of its first tensor argument ('fp32', 'bf16', …; the torch name when it has no short one)
-    phase: str  # forward | backward
+    phase: str  # forward | backward | optimizer
     flops: float  # per call
     bytes: float  # per call: tensors read + written (a collective: its message, the first tensor)
     shape: tuple[int, int, int] | None = None  # gemm, conv: (m, n, k) of one (im2col) GEMM; attention: (batch ×
@@ -53,11 +57,23 @@ class Item:
     images: int = 0  # conv: the batch (the images of one call; shape's m is images × output pixels)
     stride: int = 0  # conv: its stride (the larger of its two; 0: not a convolution)
     padding: int = 0  # conv: its padding (the larger of its two)
+    kv: int = 0  # attention: the keys' sequence where it is not the query's (0: the same)
+    causal: bool = False  # attention: a causal kernel (is_causal)
 
     @property
     def key(self) -> tuple:
         return (self.op, self.cls, self.dtype, self.phase, self.flops, self.bytes, self.shape, self.elements,
-                self.kernel, self.groups, self.layout, self.images, self.stride, self.padding)
+                self.kernel, self.groups, self.layout, self.images, self.stride, self.padding, self.kv, self.causal)
+
+    @property
+    def attention_spec(self) -> str | None:
+        """A scaled-dot-product call as `attention:listed --attention-shapes` measures it, BHxSxD[xKV][c]: batch ×
+        heads, the query's sequence, the head dimension, the keys' sequence where it differs, `c` for a causal one;
+        None for anything else. Forward and backward of one attention give the same spec."""
+        if self.cls != "attention" or not self.shape:
+            return None
+        bh, seq, d = self.shape
+        return f"{bh}x{seq}x{d}" + (f"x{self.kv}" if self.kv and self.kv != seq else "") + ("c" if self.causal else "")
 
     @property
     def conv_spec(self) -> str | None:
@@ -91,7 +107,36 @@ class Item:
                 "flops": self.flops, "bytes": self.bytes, "shape": list(self.shape) if self.shape else None,
                 "elements": self.elements, "kernel": self.kernel,
                 **({"groups": self.groups, "layout": self.layout} if self.groups else {}),
-                **({"images": self.images, "stride": self.stride, "padding": self.padding} if self.images else {})}
+                **({"images": self.images, "stride": self.stride, "padding": self.padding} if self.images else {}),
+                **({"kv": self.kv} if self.kv else {}), **({"causal": True} if self.causal else {})}
+
+
+@dataclass(frozen=True)
+class OptimizerStep:
+    """One optimizer step of the trace: the optimizer, the parameters it updated (those with a gradient) and the
+    operator calls it made."""
+
+    name: str  # the optimizer's class, lower case ('adamw')
+    dtype: str  # its parameters' ('fp32', 'bf16'; the first parameter's where they differ)
+    sizes: tuple[tuple[int, int], ...]  # (elements of a tensor, how many tensors), the largest first
+    calls: int = 0  # ATen operator calls inside the step
+
+    @property
+    def elements(self) -> int:
+        return sum(n * c for n, c in self.sizes)
+
+    @property
+    def tensors(self) -> int:
+        return sum(c for _, c in self.sizes)
+
+    @property
+    def spec(self) -> str:
+        """The parameter set as `optimizer:listed --param-sets` measures it."""
+        return param_set_spec(self.sizes)
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "dtype": self.dtype, "params": self.spec, "elements": self.elements,
+                "tensors": self.tensors, "calls": self.calls}
 
 
 @dataclass
@@ -104,6 +149,11 @@ class Work:
     variant: dict | None = None  # a built-in workload's variant parameters for the traced iteration
     fake: bool = True
     notes: list[str] = field(default_factory=list)  # what the trace leaves out
+    optimizers: list[OptimizerStep] = field(default_factory=list)  # the optimizer steps the trace ran
+
+    @property
+    def optimizer_calls(self) -> int:
+        return sum(i.count for i in self.items if i.phase == "optimizer")
 
     @property
     def calls(self) -> int:
@@ -126,7 +176,8 @@ class Work:
     def to_dict(self) -> dict:
         return {"target": self.target, "dtype": self.dtype, "variant": self.variant, "fake": self.fake,
                 "calls": self.calls,
-                "classes": self.by_class(), "items": [i.to_dict() for i in self.items], "notes": list(self.notes)}
+                "classes": self.by_class(), "items": [i.to_dict() for i in self.items], "notes": list(self.notes),
+                **({"optimizers": [o.to_dict() for o in self.optimizers]} if self.optimizers else {})}
 
 
 class WorkRecorder(OpRecorder):
@@ -136,6 +187,51 @@ class WorkRecorder(OpRecorder):
     def __init__(self):
         super().__init__()
         self._items: dict[tuple, Item] = {}
+        self._optimizers: list[OptimizerStep] = []
+        self._hooks: list = []  # torch.optim's global step hooks, while the recorder is entered
+        self._depth = 0
+        self._opt_depth = 0  # inside an optimizer's step
+        self._opt_start = 0
+
+    def __enter__(self):
+        if self._depth == 0:
+            from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+
+            self._hooks = [register_optimizer_step_pre_hook(self._step_begins),
+                           register_optimizer_step_post_hook(self._step_ends)]
+        self._depth += 1
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        self._depth -= 1
+        if self._depth == 0:
+            for h in self._hooks:
+                h.remove()
+            self._hooks = []
+        return super().__exit__(*exc)
+
+    def _step_begins(self, optimizer, args, kwargs) -> None:
+        self._opt_depth += 1
+        if self._opt_depth == 1:
+            self._opt_start = self._optimizer_calls()
+
+    def _step_ends(self, optimizer, args, kwargs) -> None:
+        self._opt_depth = max(0, self._opt_depth - 1)
+        if self._opt_depth:
+            return
+        params = [p for group in optimizer.param_groups for p in group["params"]
+                  if isinstance(p, torch.Tensor) and p.grad is not None]
+        if not params:
+            return
+        sizes: dict[int, int] = {}
+        for p in params:
+            sizes[p.numel()] = sizes.get(p.numel(), 0) + 1
+        self._optimizers.append(OptimizerStep(
+            type(optimizer).__name__.lower(), dtype_name(params[0].dtype),
+            tuple(sorted(sizes.items(), key=lambda x: -x[0])), self._optimizer_calls() - self._opt_start))
+
+    def _optimizer_calls(self) -> int:
+        return sum(i.count for i in self._items.values() if i.phase == "optimizer")
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -149,7 +245,7 @@ class WorkRecorder(OpRecorder):
         name = str(func)
         if name.startswith(SKIPPED):
             return out
-        phase = "backward" if self.backward_call or in_backward() else "forward"
+        phase = "optimizer" if self._opt_depth else "backward" if self.backward_call or in_backward() else "forward"
         (self.backward if phase == "backward" else self.forward)[name] += 1
         first = next((a for a in tree_flatten((args, kwargs))[0] if isinstance(a, torch.Tensor)), None)
         if first is not None:
@@ -160,7 +256,7 @@ class WorkRecorder(OpRecorder):
         return out
 
     def work(self, target: str, **kw) -> Work:
-        return Work(target, list(self._items.values()), **kw)
+        return Work(target, list(self._items.values()), optimizers=list(self._optimizers), **kw)
 
 
 def _more(item: Item) -> Item:
@@ -343,6 +439,22 @@ def attention_shape(func, args) -> tuple[int, int, int] | None:
     return (int(math.prod(q.shape[:-2])), int(q.shape[-2]), int(q.shape[-1]))
 
 
+def attention_kv(func, args, kwargs) -> tuple[int, bool]:
+    """(the keys' sequence where it is not the query's, else 0; whether the kernel is causal) of a
+    scaled-dot-product kernel, read by its arguments' names (query, key, is_causal), forward or backward."""
+    try:
+        names = [a.name for a in func._schema.arguments]
+    except AttributeError:
+        return 0, False
+    given = dict(zip(names, args, strict=False)) | dict(kwargs or {})
+    q, k = given.get("query"), given.get("key")
+    kv = 0
+    if isinstance(q, torch.Tensor) and isinstance(k, torch.Tensor) and q.dim() >= 2 and k.dim() >= 2 \
+            and k.shape[-2] != q.shape[-2]:
+        kv = int(k.shape[-2])
+    return kv, bool(given.get("is_causal", False))
+
+
 def grouped_conv_backward_flops(args) -> float:
     """FLOPs of a grouped (depthwise) convolution's backward: each gradient asked for (input, weight) costs what
     the forward does, 2 · N · output pixels · C_out · C_in / groups · kernel elements. torch.utils.flop_counter
@@ -429,10 +541,11 @@ def describe(func, args, kwargs, out, phase: str) -> Item:
     shape = {"gemm": lambda: gemm_shape(func, args, flops), "conv": lambda: conv_shape(func, args, out),
              "attention": lambda: attention_shape(func, args)}.get(cls, lambda: None)()
     nbytes = _nbytes(first) if cls == "collective" and first is not None else op_bytes(func, args, kwargs, out, cls)
+    kv, causal = attention_kv(func, args, kwargs) if cls == "attention" else (0, False)
     return Item(str(func), cls, dtype_name(first.dtype if first is not None else None), phase, flops, nbytes, shape,
                 elements=out_elements(out) if cls == "memory" else 0,
                 kernel=conv_kernel(func, args) if cls == "conv" else 0,
                 groups=conv_groups(func, args) if cls == "conv" else 0,
                 images=conv_images(func, args) if cls == "conv" else 0,
                 stride=conv_stride(func, args) if cls == "conv" else 0,
-                padding=conv_padding(func, args) if cls == "conv" else 0)
+                padding=conv_padding(func, args) if cls == "conv" else 0, kv=kv, causal=causal)

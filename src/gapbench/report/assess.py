@@ -31,7 +31,9 @@ FORMATS = ("table", "md", "json", "html")
 STATUS_WORDS = {"native": "native", "cpu_fallback": "CPU fallback", "unsupported": "unsupported",
                 "wrong_result": "wrong result", "error": "error", "unknown": "not audited", "skipped": "not audited"}
 CLASS_WORDS = {"gemm": "GEMM (matrix multiplies)", "conv": "convolution", "attention": "attention",
-               "memory": "memory-bound (element-wise, reductions, norms, copies)", "collective": "collectives",
+               "elementwise": "element-wise (operators with their own rows)",
+               "memory": "memory-bound (element-wise, reductions, norms, copies)",
+               "optimizer": "optimizer step (priced whole)", "collective": "collectives",
                "overhead": "per-operator cost"}
 SHOWN_OPS = 6  # operators named in the verdict line
 
@@ -215,6 +217,8 @@ def _speed_section(a: Assessment) -> Section:
     sec.blocks.append(_method_text(s))
     sec.blocks += [line for p in (src, tgt) if (line := _shapes_line(p))]
     sec.blocks += [line for p in (src, tgt) if (line := _convs_line(p))]
+    sec.blocks += [line for p in (src, tgt) if (line := _attention_line(p))]
+    sec.blocks += [line for p in (src, tgt) if (line := _optimizer_line(p))]
     m = s.measured
     if m is not None:
         err = m.step_error_pct
@@ -245,6 +249,31 @@ def _convs_line(p) -> str:
                         "convolution FLOPs", " of their kind", "conv", "--conv-shapes")
 
 
+def _attention_line(p) -> str:
+    """The same for the step's attentions (attention:listed measures them, forward and backward)."""
+    return _listed_line(p.platform, p.unmeasured_attention, p.unmeasured_attention_share, "attention(s)",
+                        "attention FLOPs", " of their kind", "attention", "--attention-shapes")
+
+
+def _optimizer_line(p) -> str:
+    """Which optimizer steps of the step a side has no row for at their parameter set, and the command that
+    measures them there (for the optimizers the optimizer workload builds)."""
+    from gapbench.workloads.micro.options import OPTIMIZERS
+
+    how = {"nearest": "at the nearest measured parameter set", "per-operator": "operator by operator (no row of "
+           "that optimizer and dtype on one side or both)"}
+    lines = []
+    for name, dtype, spec, kind in p.unmeasured_optimizer:
+        text = (f"{p.platform}: the {name} step over {spec} ({dtype}) has no measured row at its parameter set and "
+                f"was priced {how[kind]}")
+        if name in OPTIMIZERS:
+            flag = "" if name == "adamw" else f" --optimizer {name}"
+            text += (f"; measure it on that machine with `gapbench run -w optimizer:listed --dtype {dtype}{flag} "
+                     f"--param-sets {spec}`")
+        lines.append(text)
+    return "; ".join(lines) + "." if lines else ""
+
+
 def _listed_line(platform: str, unmeasured, share: float, what: str, flops: str, kind: str, workload: str,
                  flag: str) -> str:
     if not unmeasured:
@@ -268,7 +297,8 @@ def _method_text(s) -> str:
     how_text = ("How: each operator call costs max(FLOPs / rate, bytes / bandwidth at the nearest measured size) — "
                 "the rate of a GEMM at the nearest measured shape of its dtype, of a convolution or attention at the "
                 "nearest measured shape of its dtype and pass — collectives their message over the measured "
-                f"algorithm bandwidth, summed over the step — {sides}. The interval is a seeded Monte Carlo "
+                "algorithm bandwidth, an optimizer step whole at its measured step rate where both sides have one, "
+                f"summed over the step — {sides}. The interval is a seeded Monte Carlo "
                 f"({s.draws} draws, seed {s.seed}) over each rate's own 95% interval and each platform's "
                 "run-to-run spread")
     if s.model_sigma:

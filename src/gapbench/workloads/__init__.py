@@ -38,6 +38,7 @@ BUILTIN: dict[str, str] = {
     "attention": "gapbench.workloads.micro.attention:Attention",
     "conv": "gapbench.workloads.micro.conv:Conv",
     "grouped-gemm": "gapbench.workloads.micro.grouped_gemm:GroupedGemm",
+    "optimizer": "gapbench.workloads.micro.optimizer:Optimizer",
 }
 
 ENTRY_POINT_GROUP = "gapbench.workloads"

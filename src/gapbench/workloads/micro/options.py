@@ -4,7 +4,7 @@ with a cold cache, and the shapes the `listed` presets measure (gemm's and conv'
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, ClassVar
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field
 
@@ -105,3 +105,92 @@ class ConvShapeOptions(DtypeOptions):
                                            "output's side, kernel side 3 and groups 1 unless given; stride 1; a "
                                            "comma list: `gapbench assess` names a traced step's own)",
                                            json_schema_extra={"metavar": "NxCINxCOUTxHW[xK[xG[xS[xP]]]][,...]"})
+
+
+OPTIMIZERS = ("adamw", "adam", "sgd")
+_PARAM_PART = re.compile(r"\s*(\d+)\s*\*\s*(\d+)\s*")
+MAX_PARAM_ELEMENTS = 1 << 34  # elements in one set (a 16 G-parameter model)
+
+
+def _param_sets(value: Any) -> Any:
+    """'786432*8+1536*24,4096*4' (or a list of such strings, or of [[numel, count], …]) -> [[[786432, 8], [1536,
+    24]], [[4096, 4]]]: each set its tensors' sizes with how many of each."""
+    value = comma_list(value)
+    if not isinstance(value, list):
+        return value
+    out = []
+    for item in value:
+        if isinstance(item, str):
+            parts = [_PARAM_PART.fullmatch(p) for p in item.split("+")]
+            if not all(parts):
+                raise ValueError(f"{item!r} is not a parameter set NUMEL*COUNT[+NUMEL*COUNT…] (e.g. 786432*8+1536*24)")
+            item = [[int(p.group(1)), int(p.group(2))] for p in parts]
+        if not (isinstance(item, (list, tuple)) and item and all(
+                isinstance(p, (list, tuple)) and len(p) == 2 and all(isinstance(x, int) and x >= 1 for x in p)
+                for p in item)):
+            raise ValueError(f"{item!r} is not a parameter set: pairs of a tensor's elements and a count, each 1 or more")
+        if sum(n * c for n, c in item) > MAX_PARAM_ELEMENTS:
+            raise ValueError(f"{param_set_spec(item)}: more than {MAX_PARAM_ELEMENTS} elements in one set")
+        out.append([list(p) for p in item])
+    return out
+
+
+def param_set_spec(sizes) -> str:
+    """[(786432, 8), (1536, 24)] -> '786432*8+1536*24': the largest tensors first, one term per size."""
+    merged: dict[int, int] = {}
+    for n, c in sizes:
+        merged[int(n)] = merged.get(int(n), 0) + int(c)
+    return "+".join(f"{n}*{c}" for n, c in sorted(merged.items(), key=lambda x: -x[0]))
+
+
+ParamSets = Annotated[list[list[tuple[int, int]]], BeforeValidator(_param_sets), Field(min_length=1,
+                                                                                      max_length=MAX_ITEMS)]
+
+
+class OptimizerOptions(DtypeOptions):
+    title: ClassVar[str] = "optimizer step (optimizer)"
+    optimizer: Literal[OPTIMIZERS] = Field("adamw", description="the optimizer whose step is measured")
+    param_sets: ParamSets | None = Field(None, description="the parameter sets optimizer:listed measures, each "
+                                         "NUMEL*COUNT[+NUMEL*COUNT…] (tensors of NUMEL elements, COUNT of them; a "
+                                         "comma list: `gapbench assess` names a traced step's own)",
+                                         json_schema_extra={"metavar": "NUMEL*COUNT[+...][,...]"})
+
+
+_ATTENTION = re.compile(r"\s*(\d+)\s*[x×]\s*(\d+)\s*[x×]\s*(\d+)\s*(?:[x×]\s*(\d+)\s*)?(c?)\s*")
+
+
+def _attention_shapes(value: Any) -> Any:
+    """'16x1024x32x16,10x192x64c' (or a list of such strings, or of [bh, seq, d, kv, causal]) -> [[16, 1024, 32, 16,
+    False], [10, 192, 64, 192, True]]: batch × heads, the query's sequence, the head dimension, the keys' sequence
+    (the query's unless given), causal (a trailing `c`)."""
+    value = comma_list(value)
+    if not isinstance(value, list):
+        return value
+    out = []
+    for item in value:
+        if isinstance(item, str):
+            found = _ATTENTION.fullmatch(item)
+            if not found:
+                raise ValueError(f"{item!r} is not an attention shape BHxSxD[xKV][c] (e.g. 16x1024x32x16 or "
+                                 "10x192x64c)")
+            bh, seq, d, kv, c = found.groups()
+            item = [int(bh), int(seq), int(d), int(kv or seq), c == "c"]
+        if not (isinstance(item, (list, tuple)) and len(item) == 5
+                and all(isinstance(x, int) and not isinstance(x, bool) and 1 <= x <= MAX_DIM for x in item[:4])
+                and isinstance(item[4], bool)):
+            raise ValueError(f"{item!r}: an attention shape is batch × heads, sequence, head dimension and the keys' "
+                             f"sequence, each 1 to {MAX_DIM}, and whether it is causal")
+        out.append(list(item))
+    return out
+
+
+AttentionShapes = Annotated[list[tuple[int, int, int, int, bool]], BeforeValidator(_attention_shapes),
+                            Field(min_length=1, max_length=MAX_ITEMS)]
+
+
+class AttentionShapeOptions(DtypeOptions):
+    title: ClassVar[str] = "attention at chosen shapes (attention)"
+    attention_shapes: AttentionShapes | None = Field(
+        None, description="the attentions attention:listed measures, BHxSxD[xKV][c] each (batch × heads, the query's "
+        "sequence, head dimension, the keys' sequence where it differs, c: causal; a comma list: `gapbench assess` "
+        "names a traced step's own)", json_schema_extra={"metavar": "BHxSxD[xKV][c][,...]"})
