@@ -94,23 +94,34 @@ class SidePrediction:
 SHAPE_TOLERANCE = 0.25  # sum of |log| ratios of m, n, k within which a measured GEMM row is "at" a step's shape
 
 
+def _unmeasured(work: Work, spec_of, far) -> tuple[tuple[tuple[str, str], ...], float]:
+    """The traced calls that `spec_of` names (None: not of the kind) and whose nearest row on this side is `far`
+    (far(item) is True), as (dtype, spec) most FLOPs first, and their share of the kind's FLOPs in the step."""
+    flops: dict[tuple[str, str], float] = {}
+    total = 0.0
+    for it in work.items:
+        spec = spec_of(it)
+        if spec is None:
+            continue
+        total += it.flops * it.count
+        if far(it):
+            key = (it.dtype, spec)
+            flops[key] = flops.get(key, 0.0) + it.flops * it.count
+    order = sorted(flops, key=lambda k: -flops[k])
+    share = sum(flops.values()) / total if total > 0 else 0.0
+    return tuple(order), share
+
+
 def unmeasured_gemm(work: Work, pr: PlatformRates) -> tuple[tuple[tuple[str, str], ...], float]:
     """The traced step's dense GEMM shapes whose nearest measured row on this side is off by more than
     SHAPE_TOLERANCE (`gemm:listed --gemm-shapes` measures them), most FLOPs first, and their share of the step's
     dense GEMM FLOPs."""
-    flops: dict[tuple[str, tuple[int, int, int]], float] = {}
-    total = 0.0
-    for it in work.items:
-        if it.cls != "gemm" or it.groups or not it.shape:
-            continue
-        total += it.flops * it.count
+    def far(it) -> bool:
         point = pr.gemm_rate(it.dtype, it.shape)
-        if point is None or shape_distance((point.m, point.n, point.k), it.shape) > SHAPE_TOLERANCE:
-            key = (it.dtype, tuple(it.shape))
-            flops[key] = flops.get(key, 0.0) + it.flops * it.count
-    order = sorted(flops, key=lambda k: -flops[k])
-    share = sum(flops.values()) / total if total > 0 else 0.0
-    return tuple((d, "x".join(map(str, sh))) for d, sh in order), share
+        return point is None or shape_distance((point.m, point.n, point.k), it.shape) > SHAPE_TOLERANCE
+
+    return _unmeasured(work, lambda it: "x".join(map(str, it.shape))
+                       if it.cls == "gemm" and not it.groups and it.shape else None, far)
 
 
 def unmeasured_conv(work: Work, pr: PlatformRates) -> tuple[tuple[tuple[str, str], ...], float]:
@@ -118,23 +129,14 @@ def unmeasured_conv(work: Work, pr: PlatformRates) -> tuple[tuple[tuple[str, str
     kernel size, stride, padding and groupedness) is off by more than SHAPE_TOLERANCE in im2col shape or in groups
     (`conv:listed --conv-shapes` measures them), most FLOPs first, and their share of the step's convolution
     FLOPs. Forward and backward of one convolution are one spec: conv:listed measures both."""
-    flops: dict[tuple[str, str], float] = {}
-    total = 0.0
-    for it in work.items:
-        spec = it.conv_spec
-        if spec is None:
-            continue
-        total += it.flops * it.count
+    def far(it) -> bool:
         point = pr.conv_rate(it.dtype, "backward" in it.op, it.shape, it.kernel, it.groups, it.stride, it.padding)
-        if point is None or point.kernel != it.kernel or point.stride != max(1, it.stride) \
-                or point.padding != it.padding \
-                or shape_distance((point.m, point.n, point.k), it.shape) \
-                > SHAPE_TOLERANCE or abs(math.log(max(1, point.groups) / max(1, it.groups))) > SHAPE_TOLERANCE:
-            key = (it.dtype, spec)
-            flops[key] = flops.get(key, 0.0) + it.flops * it.count
-    order = sorted(flops, key=lambda k: -flops[k])
-    share = sum(flops.values()) / total if total > 0 else 0.0
-    return tuple(order), share
+        return point is None or point.kernel != it.kernel or point.stride != max(1, it.stride) \
+            or point.padding != it.padding \
+            or shape_distance((point.m, point.n, point.k), it.shape) > SHAPE_TOLERANCE \
+            or abs(math.log(max(1, point.groups) / max(1, it.groups))) > SHAPE_TOLERANCE
+
+    return _unmeasured(work, lambda it: it.conv_spec, far)
 
 
 @dataclass(frozen=True)
@@ -272,23 +274,13 @@ def unmeasured_attention(work: Work, pr: PlatformRates) -> tuple[tuple[tuple[str
     """The traced step's attentions whose nearest measured row on this side differs in causality or by more than
     SHAPE_TOLERANCE in batch × heads, sequences and head dimension (`attention:listed --attention-shapes` measures
     them), most FLOPs first, and their share of the step's attention FLOPs."""
-    flops: dict[tuple[str, str], float] = {}
-    total = 0.0
-    for it in work.items:
-        spec = it.attention_spec
-        if spec is None:
-            continue
-        total += it.flops * it.count
+    def far(it) -> bool:
         p = pr.attention_rate(it.dtype, "backward" in it.op, it.shape, it.kv, it.causal)
         bh, seq, d = it.shape
-        if p is None or p.causal != it.causal or shape_distance(
-                (p.batch_heads, p.seq, p.head_dim), (bh, seq, d)) + abs(math.log(max(1, p.kv or p.seq)
-                                                                             / max(1, it.kv or seq))) > SHAPE_TOLERANCE:
-            key = (it.dtype, spec)
-            flops[key] = flops.get(key, 0.0) + it.flops * it.count
-    order = sorted(flops, key=lambda k: -flops[k])
-    share = sum(flops.values()) / total if total > 0 else 0.0
-    return tuple(order), share
+        return p is None or p.causal != it.causal or shape_distance((p.batch_heads, p.seq, p.head_dim), (bh, seq, d)) \
+            + abs(math.log(max(1, p.kv or p.seq) / max(1, it.kv or seq))) > SHAPE_TOLERANCE
+
+    return _unmeasured(work, lambda it: it.attention_spec, far)
 
 
 def unmeasured_optimizer(work: Work, pr: PlatformRates) -> tuple[tuple[str, str, str, str], ...]:
