@@ -110,6 +110,12 @@ def step_attentions(works) -> list[str]:
     return _carrying(works, lambda it: it.attention_spec)
 
 
+def pools_file(threads: int) -> str:
+    """Pooling rows (elementwise --elementwise-ops …pool…) measured after a folder's rates, in a folder whose
+    suite run predates them."""
+    return f"pools-{threads}t.json"
+
+
 def optims_file(threads: int) -> str:
     return f"optims-{threads}t.json"
 
@@ -214,7 +220,8 @@ def side(out: Path, threads: int, dtype: str):
 
     rates = results.load(out / rates_file(threads))
     models = results.load(out / models_file(threads))
-    listed = [m for f in (shapes_file(threads), convs_file(threads), attentions_file(threads), optims_file(threads))
+    listed = [m for f in (shapes_file(threads), convs_file(threads), attentions_file(threads), optims_file(threads),
+                          pools_file(threads))
               if (out / f).exists()
               for m in results.load(out / f).measurements]
     updates = updates_rows(out, threads)

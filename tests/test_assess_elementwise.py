@@ -203,3 +203,25 @@ def test_an_optimizer_steps_updates_are_priced_at_their_own_rows(tmp_path):
     assert set(ew_class.rates) >= {f"elementwise {op} fp32 4096 elements" for op in ("lerp", "addcmul", "addcdiv")}
     # 4096 elements of each parameter at 0.01 Gelem/s: 409.6 µs a call, far above their bytes at the bandwidth
     assert ew_class.seconds == pytest.approx(3 * 3 * 4096 / 1e7, rel=1e-6)
+
+
+def test_pooling_is_priced_at_its_own_rows_forward_and_backward(tmp_path):
+    x = torch.randn(2, 8, 16, 16, requires_grad=True)
+    rec = WorkRecorder()
+    with rec:
+        (torch.nn.functional.avg_pool2d(x, 3, 1, 1, count_include_pad=False).sum()
+         + torch.nn.functional.max_pool2d(x, 3, 2, 1).sum()).backward()
+    pools = {i.packet: i for i in rec.work("pool").items if "pool" in i.packet}
+    assert set(pools) == set(ew.POOL_OPS)
+    # elements of each output: the avg pool and both gradients the input's 4,096, the max pool's a quarter
+    assert {p: i.elements for p, i in pools.items()} == {"avg_pool2d": 4096, "avg_pool2d_backward": 4096,
+                                                         "max_pool2d_with_indices": 1024,
+                                                         "max_pool2d_with_indices_backward": 4096}
+    rows = [_ew(op, 4096, 0.001) for op in ew.POOL_OPS]
+    a = platform_rates(results.load(rates_file(tmp_path / "a.json", gemm_tflops=0.001, per_op_us=1, extra=rows)))
+    work = Work("pool", list(pools.values()))
+    p, missing = predict([(work, a), (work, a)])
+    assert not missing
+    (cls,) = [c for c in p.source.classes if c.cls == "elementwise"]
+    # 4096 + 4096 + 1024 + 4096 elements at 1 Melem/s, far above their bytes at the bandwidth
+    assert cls.seconds == pytest.approx(13312 / 1e6, rel=1e-6) and cls.calls == 4

@@ -186,6 +186,8 @@ CASES = [
     ("param-sets-text", ["--param-sets", "12*x", "-w", "optimizer:listed"], "--param-sets"),
     ("param-sets-zero-count", ["--param-sets", "4096*0", "-w", "optimizer:listed"], "--param-sets"),
     ("param-sets-nobody-takes-it", ["--param-sets", "4096*2", *GEMM], "--param-sets"),
+    ("elementwise-ops-unknown", ["--elementwise-ops", "gelu,softplus", "-w", "elementwise:tiny"], "--elementwise-ops"),
+    ("elementwise-ops-nobody-takes-it", ["--elementwise-ops", "gelu", *GEMM], "--elementwise-ops"),
     ("optimizer-unknown", ["--optimizer", "lion", "-w", "optimizer:tiny"], "--optimizer"),
     ("optimizer-nobody-takes-it", ["--optimizer", "sgd", *GEMM], "--optimizer"),
 ]

@@ -3,7 +3,9 @@ backward, dropout's random numbers (`bernoulli_`), SiLU's exponential, square ro
 group and batch norm (training mode: statistics, then normalising), the three operators of an Adam-family optimizer's update (`lerp`, `addcmul`, `addcdiv`; a step runs
 them in place, `lerp_` …, which a trace prices at these rows), and the plain arithmetic and copies a step is full of
 (`mul`, `add`, `div`, `tanh`, `copy_`, `fill_`): on a CPU a bf16 or fp16 one converts every element to fp32 and
-back, which a streaming kernel's bandwidth does not show.
+back, which a streaming kernel's bandwidth does not show. And pooling, forward and backward, whose every output
+reads a window (`avg_pool2d` 3×3 at stride 1, PoolFormer's token mixer; `max_pool2d_with_indices` 3×3 at stride 2,
+a ResNet's stem), at input planes of 32×32 pixels.
 On a CPU these run far below the memory bandwidth a streaming copy reaches, so a model's step priced as their
 bytes alone comes out short. Each is measured as the ATen operator a model dispatches, per dtype and tensor size,
 in elements per second (the elements of its output), the rate gapbench assess prices that operator at:
@@ -25,13 +27,12 @@ import torch
 from gapbench.devices.dtypes import DTYPES
 from gapbench.workloads.base import Context, Variant
 from gapbench.workloads.micro.operator import Op, OperatorWorkload, relative_error
+from gapbench.workloads.micro.options import ELEMENTWISE_OPS, ElementwiseOptions
 
 TOLERANCE = {"fp32": 1e-5, "bf16": 2e-2, "fp16": 2e-3}  # of max |error| over max |reference|
-# the ATen operators measured (their overload packet names, as a trace records them)
-OPS = ("gelu", "gelu_backward", "bernoulli_", "silu", "sqrt", "_softmax", "_log_softmax", "native_layer_norm",
-       "native_group_norm", "native_batch_norm",
-       "lerp", "addcmul", "addcdiv",   # an Adam-family optimizer's update, per parameter element
-       "mul", "add", "div", "tanh", "copy_", "fill_")
+OPS = ELEMENTWISE_OPS  # the ATen operators measured (their overload packet names, as a trace records them)
+POOL_OPS = OPS[-4:]
+SIDE = 32  # pooling: the input's height and width (the channels make up the size)
 SIZES = {"tiny": (1 << 12,), "quick": (1 << 15, 1 << 18, 1 << 21)}
 ROW = 128  # the last dimension (softmax, layer norm); group norm: 32 channels in 32 groups × (elements / 64)
 KEEP = 0.9  # bernoulli_'s probability: dropout 0.1 keeps 90%
@@ -44,16 +45,18 @@ class Elementwise(OperatorWorkload):
     scale = 1e-9
     unit_help = "10^9 output elements per second of one ATen operator (gelu, bernoulli_, softmax, …)"
     description = "compute-heavy element-wise and normalisation operators (erf, RNG, exp, sqrt, norms) per dtype"
+    options = ElementwiseOptions
     presets = {"tiny": "each operator at 4096 elements (tests)",
                "quick": "each operator at 2^15, 2^18 and 2^21 elements (one thread's grain, above it, out of cache)"}
 
     def variants(self, preset: str, ctx: Context) -> list[Variant]:
         if preset not in SIZES:
             raise ValueError(f"unknown preset {preset!r}")
+        asked = self.opts(ctx).elementwise_ops
         out = []
         for d in ctx.dtypes(self.dtypes):
             size = DTYPES[d].itemsize
-            for op in OPS:
+            for op in (o for o in OPS if not asked or o in asked):
                 for n in SIZES[preset]:
                     out.append(Variant({"op": op, "dtype": d, "elements": n}, bytes=float(n * size * _arrays(op))))
         return out
@@ -70,13 +73,16 @@ class Elementwise(OperatorWorkload):
 def _arrays(op: str) -> int:
     """Tensors of the operator's size it reads and writes (BabelStream's counting: no write-allocate)."""
     return {"gelu_backward": 3, "bernoulli_": 1, "fill_": 1, "lerp": 3, "addcmul": 4, "addcdiv": 4, "mul": 3, "add": 3,
-            "div": 3}.get(op, 2)
+            "div": 3, "avg_pool2d_backward": 3, "max_pool2d_with_indices": 7,  # input 4×, values, indices (int64)
+            "max_pool2d_with_indices_backward": 4}.get(op, 2)
 
 
 def make_op(op: str, n: int, dtype: torch.dtype, dev) -> tuple[Callable[[], torch.Tensor], Callable]:
     """(fn, check): fn runs the operator once and returns its output; check(output, tolerance) -> '' or what is
     wrong."""
     g = torch.Generator().manual_seed(0)
+    if op in POOL_OPS:
+        return _pool_op(op, n, dtype, dev, g)
     x64 = torch.randn(n // ROW, ROW, generator=g, dtype=torch.float64)
     if op == "sqrt":
         x64 = x64.abs() + 0.1
@@ -157,6 +163,36 @@ def _gelu_grad(grad: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
     cdf = 0.5 * (1 + torch.erf(x / math.sqrt(2)))
     pdf = torch.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
     return grad * (cdf + x * pdf)
+
+
+def _pool_op(op: str, n: int, dtype: torch.dtype, dev, g) -> tuple[Callable[[], torch.Tensor], Callable]:
+    """A pooling operator whose output has `n` elements: inputs of SIDE² pixels per channel (a max pool's output a
+    quarter of that), and its float64 reference; a max pool's backward routes the gradient by the indices of the
+    row's own forward in both, so that values tied by rounding cannot move it."""
+    aten = torch.ops.aten
+    strided = op == "max_pool2d_with_indices"  # its output is a quarter of its input
+    channels = max(1, n // (SIDE * SIDE // (4 if strided else 1)))
+    x64 = torch.randn(1, channels, SIDE, SIDE, generator=g, dtype=torch.float64)
+    x = x64.to(dev, dtype)
+    if op.startswith("avg_pool2d"):
+        args = ([3, 3], [1, 1], [1, 1], False, False)  # kernel, stride, padding, ceil_mode, count_include_pad
+        if op == "avg_pool2d":
+            return (lambda: aten.avg_pool2d(x, *args)), lambda got, tol: _compare(op, got, aten.avg_pool2d(
+                x64, *args), tol)
+        grad64 = torch.randn(x64.shape, generator=g, dtype=torch.float64)
+        grad = grad64.to(dev, dtype)
+        ref = aten.avg_pool2d_backward(grad64, x64, *args, None)
+        return (lambda: aten.avg_pool2d_backward(grad, x, *args, None)), lambda got, tol: _compare(op, got, ref, tol)
+    args = ([3, 3], [2, 2], [1, 1], [1, 1], False)  # kernel, stride, padding, dilation, ceil_mode
+    if op == "max_pool2d_with_indices":
+        ref = aten.max_pool2d_with_indices(x64, *args)[0]
+        return (lambda: aten.max_pool2d_with_indices(x, *args)[0]), lambda got, tol: _compare(op, got, ref, tol)
+    _, idx = aten.max_pool2d_with_indices(x, *args)
+    grad64 = torch.randn(1, channels, SIDE // 2, SIDE // 2, generator=g, dtype=torch.float64)
+    grad = grad64.to(dev, dtype)
+    ref = aten.max_pool2d_with_indices_backward(grad64, x64, *args, idx.to("cpu"))
+    return (lambda: aten.max_pool2d_with_indices_backward(grad, x, *args, idx)), \
+        lambda got, tol: _compare(op, got, ref, tol)
 
 
 def _compare(op: str, got: torch.Tensor, ref: torch.Tensor, tol: float) -> str:

@@ -1,5 +1,6 @@
-"""The GEMM and convolution workloads' options (gemm, gemm-libs, conv): the dtypes, whether each GEMM call starts
-with a cold cache, and the shapes the `listed` presets measure (gemm's and conv's)."""
+"""The micro workloads' options (gemm, gemm-libs, conv, attention, optimizer, elementwise): the dtypes, whether each
+GEMM call starts with a cold cache, the shapes and parameter sets the `listed` presets measure, the optimizer, and the
+element-wise operators to measure."""
 
 from __future__ import annotations
 
@@ -194,3 +195,27 @@ class AttentionShapeOptions(DtypeOptions):
         None, description="the attentions attention:listed measures, BHxSxD[xKV][c] each (batch × heads, the query's "
         "sequence, head dimension, the keys' sequence where it differs, c: causal; a comma list: `gapbench assess` "
         "names a traced step's own)", json_schema_extra={"metavar": "BHxSxD[xKV][c][,...]"})
+
+
+# the elementwise workload's ATen operators (overload packet names, as a trace records them)
+ELEMENTWISE_OPS = ("gelu", "gelu_backward", "bernoulli_", "silu", "sqrt", "_softmax", "_log_softmax", "native_layer_norm",
+                   "native_group_norm", "native_batch_norm",
+                   "lerp", "addcmul", "addcdiv",   # an Adam-family optimizer's update, per parameter element
+                   "mul", "add", "div", "tanh", "copy_", "fill_",
+                   "avg_pool2d", "avg_pool2d_backward",   # 3×3, stride 1, padding 1, padding not counted: PoolFormer's mixer
+                   "max_pool2d_with_indices", "max_pool2d_with_indices_backward")   # 3×3, stride 2, padding 1: a ResNet's stem
+
+
+def _ops(value: Any) -> Any:
+    value = comma_list(value)
+    for op in value if isinstance(value, list) else []:
+        if op not in ELEMENTWISE_OPS:
+            raise ValueError(f"unknown operator {op!r} in --elementwise-ops; known: {', '.join(ELEMENTWISE_OPS)}")
+    return value
+
+
+class ElementwiseOptions(DtypeOptions):
+    title: ClassVar[str] = "element-wise operators (elementwise)"
+    elementwise_ops: Annotated[list[Literal[ELEMENTWISE_OPS]], BeforeValidator(_ops), Field(min_length=1)] | None = \
+        Field(None, description="only these operators of elementwise (a comma list of ATen names: gelu, "
+              "avg_pool2d, …; default: every one)", json_schema_extra={"metavar": "OP[,OP]"})
