@@ -42,12 +42,17 @@ def finite(value: Any) -> Any:
     return value
 
 
-def _dtype_names(value: Any) -> Any:
+def known_names(value: Any, known: tuple[str, ...], what: str, flag: str) -> Any:
+    """A comma list whose every name is one of `known`; the first that is not is one line naming the flag."""
     value = comma_list(value)
-    for d in value if isinstance(value, list) else []:
-        if d not in DTYPE_NAMES:
-            raise ValueError(f"unknown dtype {d!r} in --dtype; known: {', '.join(DTYPE_NAMES)}")
+    for name in value if isinstance(value, list) else []:
+        if name not in known:
+            raise ValueError(f"unknown {what} {name!r} in {flag}; known: {', '.join(known)}")
     return value
+
+
+def _dtype_names(value: Any) -> Any:
+    return known_names(value, DTYPE_NAMES, "dtype", "--dtype")
 
 
 DTypeName = Literal[DTYPE_NAMES]

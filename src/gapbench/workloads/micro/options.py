@@ -9,7 +9,7 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import BeforeValidator, Field
 
-from gapbench.workloads.options import MAX_ITEMS, DtypeOptions, comma_list
+from gapbench.workloads.options import MAX_ITEMS, DtypeOptions, comma_list, known_names
 
 MAX_DIM = 1 << 20
 _SHAPE = re.compile(r"\s*(\d+)\s*[x×]\s*(\d+)\s*[x×]\s*(\d+)\s*")
@@ -207,11 +207,7 @@ ELEMENTWISE_OPS = ("gelu", "gelu_backward", "bernoulli_", "silu", "sqrt", "_soft
 
 
 def _ops(value: Any) -> Any:
-    value = comma_list(value)
-    for op in value if isinstance(value, list) else []:
-        if op not in ELEMENTWISE_OPS:
-            raise ValueError(f"unknown operator {op!r} in --elementwise-ops; known: {', '.join(ELEMENTWISE_OPS)}")
-    return value
+    return known_names(value, ELEMENTWISE_OPS, "operator", "--elementwise-ops")
 
 
 class ElementwiseOptions(DtypeOptions):
