@@ -4,9 +4,10 @@ benchmarks/data/assess_models.toml (transformers architectures, random weights),
 Pairs this one CPU can make: 1 thread against 2 threads at fp32, and (with --bf16) fp32 against bf16 at 1 thread.
 For each thread count one `gapbench run --suite assess` measures the rates the prediction reads (GEMM per dtype
 and shape, grouped GEMM, convolution, attention, element-wise, bandwidth, per-operator cost), one
-`gapbench run -w gemm:listed` the GEMM shapes the models' steps use (the shapes `gapbench assess` names: those
-that carry 99% of each step's GEMM FLOPs), one `gapbench run -w conv:listed` their convolutions likewise, one
-`gapbench run -w attention:listed` their attentions (keys' sequence and causality as called), one
+`gapbench run -w gemm:listed --flush-cache` the GEMM shapes the models' steps use (the shapes `gapbench assess`
+names: those that carry 99% of each step's GEMM FLOPs), each with the cache overwritten before every call, one
+`gapbench run -w conv:listed` their convolutions likewise, one `gapbench run -w attention:listed` their attentions
+(keys' sequence and causality as called), one
 `gapbench run -w optimizer:listed` their optimizer steps over each model's own parameter set, and,
 right after, one `gapbench run --workload-file benchmarks/assess_models.py` measures each model's training step
 (forward, loss, backward, AdamW), each in --runs interleaved passes. Each model's step is traced through `--entry`
@@ -93,7 +94,15 @@ def models_file(threads: int) -> str:
 
 
 def shapes_file(threads: int) -> str:
+    """The steps' GEMM shapes measured hot (the cache warm from the call before): a folder measured before the
+    cold rows has them; the prediction takes a cold row over it at the same shape."""
     return f"shapes-{threads}t.json"
+
+
+def cold_shapes_file(threads: int) -> str:
+    """The steps' GEMM shapes measured cold (`gemm:listed --flush-cache`): a step streams its weights and
+    activations through the cache, and its GEMMs run near the cold rows' rates (bf16's most of all)."""
+    return f"shapes-cold-{threads}t.json"
 
 
 def convs_file(threads: int) -> str:
@@ -196,8 +205,8 @@ def measure(out: Path, names: list[str], runs: int, bf16: bool, reuse: bool, sha
         dtypes = ",".join(dtypes_at(t, bf16))
         plan = [(rates_file(t), ["--suite", "assess", "--label", label(t)])]
         if shapes:
-            plan.append((shapes_file(t), ["-w", "gemm:listed", "--gemm-shapes", ",".join(shapes), "--dtype", dtypes,
-                                          "--label", label(t)]))
+            plan.append((cold_shapes_file(t), ["-w", "gemm:listed", "--gemm-shapes", ",".join(shapes), "--dtype",
+                                               dtypes, "--flush-cache", "--label", label(t)]))
         if convs:
             plan.append((convs_file(t), ["-w", "conv:listed", "--conv-shapes", ",".join(convs), "--dtype", dtypes,
                                          "--label", label(t)]))
@@ -220,7 +229,8 @@ def side(out: Path, threads: int, dtype: str):
 
     rates = results.load(out / rates_file(threads))
     models = results.load(out / models_file(threads))
-    listed = [m for f in (shapes_file(threads), convs_file(threads), attentions_file(threads), optims_file(threads),
+    listed = [m for f in (shapes_file(threads), cold_shapes_file(threads), convs_file(threads),
+                          attentions_file(threads), optims_file(threads),
                           pools_file(threads))
               if (out / f).exists()
               for m in results.load(out / f).measurements]

@@ -108,8 +108,10 @@ def test_the_models_rows_take_their_own_passes_and_measure_only_scores_nothing(t
     monkeypatch.setattr(assess_unseen, "gapbench", lambda *a: ran.append(a) or {"command": " ".join(a)})
     assess_unseen.measure(tmp_path, ["vit"], 2, True, False, ["64x64x64"], [], model_runs=9)
     runs = {a[a.index("-o") + 1].split("/")[-1]: a[a.index("--runs") + 1] for a in ran}
-    assert runs == {"rates-1t.json": "2", "shapes-1t.json": "2", "models-1t.json": "9",
-                    "rates-2t.json": "2", "shapes-2t.json": "2", "models-2t.json": "9"}
+    assert runs == {"rates-1t.json": "2", "shapes-cold-1t.json": "2", "models-1t.json": "9",
+                    "rates-2t.json": "2", "shapes-cold-2t.json": "2", "models-2t.json": "9"}
+    listed = next(a for a in ran if "gemm:listed" in a)
+    assert "--flush-cache" in listed  # the steps' GEMMs meet their operands in memory: their rows are measured cold
     # --measure-only: measured, then nothing predicted or scored, no score files written
     scored = []
     monkeypatch.setattr(assess_unseen, "traced_all", lambda names, bf16: {})

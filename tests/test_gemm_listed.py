@@ -1,6 +1,7 @@
 """GEMM rows at a model step's own shapes: `gemm:listed --gemm-shapes`, refused without shapes or with a bad
 one before anything runs; assess names the step's shapes a side has no row near, and stops naming them once a
-listed row is there; a cold-cache timing keeps to its budget however long the flush takes."""
+listed row is there, and takes a row measured cold over a hot one at the same shape; a cold-cache timing keeps to its
+budget however long the flush takes."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import subprocess
 import sys
 import time
 
+import pytest
 from tests.test_assess_speed import _m, rates_file, step_work
 
 from gapbench import results
@@ -52,6 +54,24 @@ def test_assess_names_the_shapes_a_side_has_no_row_near(tmp_path):
     near = platform_rates(results.load(rates_file(tmp_path / "b.json", gemm_tflops=0.001, per_op_us=1,
                                                   extra=listed)))
     assert unmeasured_gemm(work, near) == ((), 0.0)
+
+
+def test_a_row_measured_cold_is_taken_over_a_hot_one_at_the_same_shape(tmp_path):
+    hot = _m("gemm", {"dtype": "bf16", "m": 512, "n": 384, "k": 512}, 1.4, "TFLOP/s")
+    cold = _m("gemm", {"dtype": "bf16", "m": 512, "n": 384, "k": 512}, 0.6, "TFLOP/s",
+              metrics={"cache_flush_bytes": 1 << 28})
+    near_hot = _m("gemm", {"dtype": "bf16", "m": 512, "n": 384, "k": 500}, 1.5, "TFLOP/s")
+    pr = platform_rates(results.load(rates_file(tmp_path / "a.json", gemm_tflops=0.001, per_op_us=1,
+                                                extra=[hot, cold, near_hot])))
+    at = pr.gemm_rate("bf16", (512, 384, 512))
+    assert at.cold and at.rate.value == pytest.approx(0.6e12)
+    assert at.rate.source == "gemm bf16 512x384x512 (cold cache)"
+    # the nearest shape first: a hot row at the shape itself before a cold one farther off
+    assert pr.gemm_rate("bf16", (512, 384, 500)).rate.value == pytest.approx(1.5e12)
+    # without a cold row, the hot one (a file measured before the cold rows prices as it did)
+    only_hot = platform_rates(results.load(rates_file(tmp_path / "b.json", gemm_tflops=0.001, per_op_us=1,
+                                                      extra=[hot])))
+    assert not only_hot.gemm_rate("bf16", (512, 384, 512)).cold
 
 
 def test_a_cold_cache_timing_counts_the_flush_in_its_budget():

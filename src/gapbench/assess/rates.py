@@ -77,6 +77,7 @@ class GemmPoint:
     layout: str = ""  # grouped GEMMs: rows | k (which dimension the offsets split)
     stride: int = 1  # convolutions: the stride (a row of conv:listed can have one; the fixed presets' are 1)
     padding: int = -1  # convolutions: the padding (-1: not a convolution)
+    cold: bool = False  # measured with the last-level cache overwritten before each call (--flush-cache)
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,8 @@ class PlatformRates:
 
     # ---- lookups -----------------------------------------------------------------------------------------
     def gemm_rate(self, dtype: str, shape: tuple[int, int, int]) -> GemmPoint | None:
-        """The measured GEMM of this dtype nearest in shape (sum of |log| ratios of m, n and k)."""
+        """The measured GEMM of this dtype nearest in shape (sum of |log| ratios of m, n and k); at one shape, a row
+        measured cold (`--flush-cache`) before a hot one."""
         return _nearest(self.gemm.get(dtype) or [], shape)
 
     def grouped_rate(self, dtype: str, shape: tuple[int, int, int], groups: int, layout: str) -> GemmPoint | None:
@@ -213,9 +215,12 @@ class PlatformRates:
 
 
 def _nearest(points: list[GemmPoint], shape: tuple[int, int, int]) -> GemmPoint | None:
+    """The point nearest in shape; at one distance a row measured cold before a hot one (a model's step streams
+    its weights and activations through the cache: a GEMM of the step meets them in memory, as a cold row does),
+    then the faster."""
     if not points:
         return None
-    return min(points, key=lambda p: (shape_distance((p.m, p.n, p.k), shape), -p.rate.value))
+    return min(points, key=lambda p: (shape_distance((p.m, p.n, p.k), shape), not p.cold, -p.rate.value))
 
 
 def shape_distance(a: tuple[int, int, int], b: tuple[int, int, int]) -> float:
@@ -251,7 +256,9 @@ def _gemm_points(m: Measurement) -> list[GemmPoint]:
             shape = (int(v["m"]), int(v["n"]), int(v["k"]))
         except (KeyError, TypeError, ValueError, OverflowError):
             return []
-        return [GemmPoint(*shape, _rate(m, m.value * 1e12, f"gemm {dtype} {shape[0]}x{shape[1]}x{shape[2]}"))]
+        cold = bool(mt.get("cache_flush_bytes"))
+        return [GemmPoint(*shape, _rate(m, m.value * 1e12, f"gemm {dtype} {shape[0]}x{shape[1]}x{shape[2]}"
+                                                           + (" (cold cache)" if cold else "")), cold=cold)]
     sigma = sigma_of(m)
     full = {(f["m"], f["n"], f["k"]): f.get("tflops_full") for f in mt.get("finalists") or []
             if isinstance(f, dict) and isinstance(f.get("tflops_full"), (int, float))}

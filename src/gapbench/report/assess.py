@@ -238,9 +238,9 @@ SHOWN_SHAPES = 24  # the most a --gemm-shapes list in a hint names
 
 def _shapes_line(p) -> str:
     """Which GEMM shapes of the step a side priced at a farther measured shape, and the command that measures
-    them there."""
+    them there: cold, as the step meets its operands (a row measured cold is taken over a hot one)."""
     return _listed_line(p.platform, p.unmeasured_gemm, p.unmeasured_share, "GEMM shape(s)", "GEMM FLOPs", "",
-                        "gemm", "--gemm-shapes")
+                        "gemm", "--flush-cache --gemm-shapes")
 
 
 def _convs_line(p) -> str:
