@@ -222,18 +222,51 @@ def measure(out: Path, names: list[str], runs: int, bf16: bool, reuse: bool, sha
     return log
 
 
+CLOCK_TOLERANCE = 0.10  # one host's measured clock varies by a few %; a VM moved to another host class, by half
+
+
+def same_host(a: dict, b: dict) -> bool:
+    """Whether two results files' host sections describe one machine as it ran: the facts a resumed run checks,
+    the OS build, and the measured clock within CLOCK_TOLERANCE (a VM can keep its name and CPU string on a host
+    half again as fast)."""
+    from gapbench.run.resume import HOST_FACTS
+
+    if any(a.get(k) != b.get(k) for k in (*HOST_FACTS, "os")):
+        return False
+    ca, cb = a.get("cpu_measured_mhz"), b.get("cpu_measured_mhz")
+    return not (ca and cb) or abs(ca - cb) <= CLOCK_TOLERANCE * max(ca, cb)
+
+
+def listed_files(out: Path, threads: int) -> list[str]:
+    """The folder's rows at the steps' own shapes for a thread count, as far as measured."""
+    return [f for f in (shapes_file(threads), cold_shapes_file(threads), convs_file(threads),
+                        attentions_file(threads), optims_file(threads), pools_file(threads)) if (out / f).exists()]
+
+
+def foreign_files(out: Path, threads: int) -> dict[str, str]:
+    """The listed files measured on another host than the thread count's rates and model rows, each with what
+    differs: the prediction leaves them out, as a rate of one machine says nothing exact of another's step."""
+    from gapbench import results
+
+    host = results.load(out / rates_file(threads)).host
+    found = {}
+    for f in listed_files(out, threads):
+        there = results.load(out / f).host
+        if not same_host(there, host):
+            found[f] = (f"{there.get('os')}, {there.get('cpu_measured_mhz')} MHz measured; the rates': "
+                        f"{host.get('os')}, {host.get('cpu_measured_mhz')} MHz")
+    return found
+
+
 def side(out: Path, threads: int, dtype: str):
-    """One platform: a thread count's rates and its model rows, as one result set whose run id is the rates
-    file's; named by the thread count and dtype."""
+    """One platform: a thread count's rates, its rows at the steps' own shapes measured on the same host, and its
+    model rows, as one result set whose run id is the rates file's; named by the thread count and dtype."""
     from gapbench import results
 
     rates = results.load(out / rates_file(threads))
     models = results.load(out / models_file(threads))
-    listed = [m for f in (shapes_file(threads), cold_shapes_file(threads), convs_file(threads),
-                          attentions_file(threads), optims_file(threads),
-                          pools_file(threads))
-              if (out / f).exists()
-              for m in results.load(out / f).measurements]
+    foreign = foreign_files(out, threads)
+    listed = [m for f in listed_files(out, threads) if f not in foreign for m in results.load(out / f).measurements]
     updates = updates_rows(out, threads)
     merged = results.ResultSet(host=rates.host, device=rates.device, label=label(threads, dtype),
                                measurements=rates.measurements + listed + updates + models.measurements,
@@ -337,7 +370,8 @@ def _pct(x: float) -> str:
     return f"{x:+.1f}%".replace("-", "−")
 
 
-def markdown(rows: list[dict], summ: dict, log: list[dict], command: str, loads: list[str]) -> str:
+def markdown(rows: list[dict], summ: dict, log: list[dict], command: str, loads: list[str],
+             left_out: dict[str, str] | None = None) -> str:
     lines = ["| pair | model | predicted gap [95%] | measured gap [95%] | error | measured in predicted 95%? | "
              "predicted in measured 95%? | predicted / measured step (ms) |", "|---|---|---:|---:|---:|---|---|---|"]
     for r in rows:
@@ -364,6 +398,9 @@ def markdown(rows: list[dict], summ: dict, log: list[dict], command: str, loads:
     if flags:
         lines += ["", "Host watch (source / target; a flagged measurement ran while other processes used the "
                       "CPUs): " + "; ".join(flags) + "."]
+    if left_out:
+        lines += ["", "Left out, measured on another host than the rates and model rows: " + "; ".join(
+            f"{f} ({why})" for f, why in left_out.items()) + "."]
     lines += ["", f"Command: `{command}`", ""]
     lines += ["Load (`uptime`, 2 cores):", ""] + [f"- {u}" for u in loads]
     if log:
@@ -413,10 +450,11 @@ def main(argv: list[str] | None = None) -> int:
     rows = evaluate(out, names, args.bf16, works)
     loads.append(f"end: {uptime()}")
     summ = summary(rows)
+    left_out = {f"{t}t/{f}": why for t in (1, 2) for f, why in foreign_files(out, t).items()}
     data = {"command": command, "split": split, "models": names, "summary": summ, "pairs": rows, "runs": log,
-            "load": loads}
+            "load": loads, "left_out": left_out}
     Path(f"{out}-accuracy.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
-    md = markdown(rows, summ, log, command, loads)
+    md = markdown(rows, summ, log, command, loads, left_out)
     Path(f"{out}.md").write_text(md, encoding="utf-8")
     sys.stdout.write(md)
     return 0

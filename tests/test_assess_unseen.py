@@ -138,3 +138,31 @@ def test_a_number_of_passes_below_one_is_refused_before_anything_is_measured(tmp
         assess_unseen.main([*bad, "--out", str(tmp_path / "o")])
     assert e.value.code == 2 and measured == [] and not (tmp_path / "o").exists()
     assert "passes" in capsys.readouterr().err.splitlines()[-1]
+
+
+def test_rows_measured_on_another_host_are_left_out_of_a_side(tmp_path):
+    """A VM can keep its name and CPU string on a host half again as fast: the rows at the steps' shapes from
+    there (another OS build, a measured clock 50% higher) are left out of the side, and said so; rows from the
+    rates' own host (a clock 2% off) stay."""
+    from compare_fixtures import CPU_HOST, gemm
+    from gapbench import results
+    from gapbench.results import ResultSet
+    from test_assess_speed import _m
+
+    here = dict(CPU_HOST, cpu_measured_mhz=2417.6)
+    elsewhere = dict(CPU_HOST, os="Linux 6.18", cpu_measured_mhz=3658.0)
+    near = dict(CPU_HOST, cpu_measured_mhz=2460.0)
+    model = _m(assess_unseen.WORKLOAD, {"model": "vit", "dtype": "fp32"}, 2.0, "steps/s", metrics={"category": "model"})
+    files = {assess_unseen.rates_file(1): (here, [gemm(1.0)]), assess_unseen.models_file(1): (here, [model]),
+             assess_unseen.cold_shapes_file(1): (elsewhere, [gemm(3.0, size=512)]),
+             assess_unseen.shapes_file(1): (near, [gemm(2.0, size=256)])}
+    for name, (host, rows) in files.items():
+        results.save(ResultSet(host=host, device={"type": "cpu"}, measurements=rows), tmp_path / name)
+    assert assess_unseen.same_host(here, near) and not assess_unseen.same_host(here, elsewhere)
+    assert not assess_unseen.same_host(here, dict(here, hostname="other"))
+    foreign = assess_unseen.foreign_files(tmp_path, 1)
+    assert list(foreign) == [assess_unseen.cold_shapes_file(1)] and "3658.0 MHz" in foreign["shapes-cold-1t.json"]
+    side = assess_unseen.side(tmp_path, 1, "fp32")
+    assert sorted(m.variant.get("m", 0) for m in side.measurements if m.workload == "gemm") == [256, 1024]
+    md = assess_unseen.markdown([], {}, [], "cmd", [], {f"1t/{f}": why for f, why in foreign.items()})
+    assert "Left out, measured on another host" in md and "shapes-cold-1t.json" in md
