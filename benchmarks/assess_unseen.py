@@ -316,8 +316,9 @@ def evaluate(out: Path, names: list[str], bf16: bool, works: dict, model_sigma: 
             pred, missing = predict([(works[(n, a[1])], ra), (works[(n, b[1])], rb)], model_sigma=model_sigma)
             row = {"pair": plabel, "model": n, "split": assess_models.models()[n]["split"],
                    "calls": works[(n, a[1])].calls}
-            if pred is None or pred.measured is None:
-                row["skipped"] = "; ".join(missing) if pred is None else pred.measured_note
+            subnormal = _subnormal(_row(ra, n, a[1]), _row(rb, n, b[1]))
+            if pred is None or pred.measured is None or subnormal:
+                row["skipped"] = subnormal or ("; ".join(missing) if pred is None else pred.measured_note)
                 rows.append(row)
                 continue
             m = pred.measured
@@ -343,8 +344,18 @@ def evaluate(out: Path, names: list[str], bf16: bool, works: dict, model_sigma: 
     return rows
 
 
+def _subnormal(*ms) -> str:
+    """Why a pair is not scored when a measured step ran on subnormal gradients ("" when none did)."""
+    worst = max(((m.metrics or {}).get("subnormal_grads") or 0.0 for m in ms if m is not None), default=0.0)
+    if worst <= assess_models.SUBNORMAL_LIMIT:
+        return ""
+    return (f"{worst:.1%} of a measured step's gradients were subnormal floats: the row measures the CPU's "
+            "subnormal arithmetic, not the stack")
+
+
 def _row(pr, name: str, dtype: str):
-    return next(m for m in pr.models if m.workload == WORKLOAD and m.variant == {"model": name, "dtype": dtype})
+    return next((m for m in pr.models if m.workload == WORKLOAD and m.variant == {"model": name, "dtype": dtype}),
+                None)
 
 
 def summary(rows: list[dict]) -> dict:

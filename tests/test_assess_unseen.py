@@ -21,14 +21,13 @@ MODELS = assess_models.models()
 
 
 def test_round_one_split_by_the_files_rule_and_each_later_round_held_aside_until_scored():
-    first = {n: m for n, m in MODELS.items() if m.get("round", 1) == 1}
-    second = {n: m for n, m in MODELS.items() if m.get("round", 1) == 2}
-    third = {n: m for n, m in MODELS.items() if m.get("round", 1) == 3}
-    fourth = {n: m for n, m in MODELS.items() if m.get("round", 1) == 4}
-    fifth = {n: m for n, m in MODELS.items() if m.get("round", 1) == 5}
-    sixth = {n: m for n, m in MODELS.items() if m.get("round", 1) == 6}
-    seventh = {n: m for n, m in MODELS.items() if m.get("round", 1) == 7}
-    assert len(first) == 6 and all(len(r) == 3 for r in (second, third, fourth, fifth, sixth, seventh))
+    rounds = {}
+    for n, m in MODELS.items():
+        rounds.setdefault(m.get("round", 1), {})[n] = m
+    last = max(rounds)
+    assert sorted(rounds) == list(range(1, last + 1)) and last >= 2
+    first = rounds[1]
+    assert len(first) == 6 and all(len(rounds[r]) == 3 for r in range(2, last + 1))
     split = {n: m["round1_split"] for n, m in first.items()}
     assert sorted(split.values()) == ["development"] * 3 + ["held-aside"] * 3
     assert assess_models.split_by_rule(list(first)) == split
@@ -36,23 +35,22 @@ def test_round_one_split_by_the_files_rule_and_each_later_round_held_aside_until
     order = sorted(first, key=lambda n: hashlib.sha256(n.encode("utf-8")).hexdigest())
     assert [split[n] for n in order] == ["development", "held-aside"] * 3
     assert assess_models.load()["split"]["rule"] == "sha256-alternate"
-    # each round's held-aside models were scored once and are development models since
-    assert all(m["split"] == "development" for m in (first | second | third | fourth | fifth | sixth).values())
-    assert all(m["round2_split"] == "held-aside" for m in second.values())
-    assert all(m["round3_split"] == "held-aside" for m in third.values())
-    assert all(m["round4_split"] == "held-aside" for m in fourth.values())
-    assert all(m["round5_split"] == "held-aside" for m in fifth.values())
-    assert all(m["round6_split"] == "held-aside" for m in sixth.values())
-    assert all(m["split"] == "held-aside" for m in seventh.values())  # round seven's are held aside
+    # each round before the last was scored once and its models are development models since; the last is held aside
+    for r in range(1, last):
+        assert all(m["split"] == "development" and m[f"round{r}_split"] in ("development", "held-aside")
+                   for m in rounds[r].values())
+        if r > 1:
+            assert all(m[f"round{r}_split"] == "held-aside" for m in rounds[r].values())
+    assert all(m["split"] == "held-aside" for m in rounds[last].values())
 
     # no family comes back in a later round
     def family(m: dict) -> str:
         return m["architecture"].split("For")[0].replace("LMHeadModel", "")
 
     seen = {family(m) for m in first.values()}
-    for later in (second, third, fourth, fifth, sixth, seventh):
-        assert not seen & {family(m) for m in later.values()}
-        seen |= {family(m) for m in later.values()}
+    for r in range(2, last + 1):
+        assert not seen & {family(m) for m in rounds[r].values()}
+        seen |= {family(m) for m in rounds[r].values()}
 
 
 def test_each_model_has_a_fixed_seed_and_input_shape_and_an_entry_per_dtype():
@@ -166,3 +164,24 @@ def test_rows_measured_on_another_host_are_left_out_of_a_side(tmp_path):
     assert sorted(m.variant.get("m", 0) for m in side.measurements if m.workload == "gemm") == [256, 1024]
     md = assess_unseen.markdown([], {}, [], "cmd", [], {f"1t/{f}": why for f, why in foreign.items()})
     assert "Left out, measured on another host" in md and "shapes-cold-1t.json" in md
+
+
+def test_a_step_on_subnormal_gradients_is_said_so_and_its_pair_is_not_scored():
+    """Gradients of 1e-39 (subnormal in fp32) count, zeros and normal values do not, in every float dtype; a pair
+    whose measured row carries a share over the limit is skipped with why, under it it is not."""
+    w = torch.nn.Parameter(torch.ones(4))
+    w.grad = torch.tensor([1e-39, 0.0, 0.5, 2e-39])
+    b = torch.nn.Parameter(torch.ones(2, dtype=torch.bfloat16))
+    b.grad = torch.tensor([1.0, 1e-39], dtype=torch.bfloat16)
+    n = torch.nn.Parameter(torch.ones(3))  # no gradient: not counted
+    assert assess_models.subnormal_share([w, b, n]) == pytest.approx(3 / 5)
+    assert assess_models.subnormal_share([n]) == 0.0
+
+    from test_assess_speed import _m
+
+    def row(share):
+        return _m(assess_unseen.WORKLOAD, {"model": "funnel", "dtype": "fp32"}, 2.0, "steps/s",
+                  metrics={"category": "model", "subnormal_grads": share})
+
+    assert "subnormal" in assess_unseen._subnormal(row(0.0), row(0.6)) and "60.0%" in assess_unseen._subnormal(row(0.6))
+    assert assess_unseen._subnormal(row(0.0), row(assess_models.SUBNORMAL_LIMIT), None) == ""
