@@ -316,7 +316,8 @@ def evaluate(out: Path, names: list[str], bf16: bool, works: dict, model_sigma: 
             pred, missing = predict([(works[(n, a[1])], ra), (works[(n, b[1])], rb)], model_sigma=model_sigma)
             row = {"pair": plabel, "model": n, "split": assess_models.models()[n]["split"],
                    "calls": works[(n, a[1])].calls}
-            subnormal = _subnormal(_row(ra, n, a[1]), _row(rb, n, b[1]))
+            measured_rows = [_row(ra, n, a[1]), _row(rb, n, b[1])]
+            subnormal = _subnormal(*measured_rows)
             if pred is None or pred.measured is None or subnormal:
                 row["skipped"] = subnormal or ("; ".join(missing) if pred is None else pred.measured_note)
                 rows.append(row)
@@ -338,7 +339,7 @@ def evaluate(out: Path, names: list[str], bf16: bool, works: dict, model_sigma: 
                                for p in (pred.source, pred.target)},
                 # rates the prediction read that the host watch flagged (measured while others used the CPUs)
                 "flagged_rates": [len(pred.source.flagged), len(pred.target.flagged)],
-                "measured_rows_flagged": [bool(_row(ra, n, a[1]).flagged), bool(_row(rb, n, b[1]).flagged)],
+                "measured_rows_flagged": [bool(r.flagged) for r in measured_rows],
             })
             rows.append(row)
     return rows
