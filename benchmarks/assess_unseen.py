@@ -50,7 +50,16 @@ DEFAULT_OUT = {"development": "results/cpu-2core-assess-unseen-development",
                "held-aside": "results/cpu-2core-assess-unseen-held-aside"}
 
 
-class Refused(SystemExit):
+class BadModels(SystemExit):
+    """A --models list this split cannot take: one line on stderr, exit code 2 (the message is the exception's
+    text too)."""
+
+    def __init__(self, message: str):
+        super().__init__(message)
+        self.code = 2
+
+
+class Refused(BadModels):
     """Scoring a held-aside model without --held-aside-once."""
 
 
@@ -60,13 +69,13 @@ def chosen(split: str, names: list[str] | None) -> list[str]:
     if names:
         unknown = [n for n in names if n not in table]
         if unknown:
-            raise SystemExit(f"assess_unseen: unknown model(s) {', '.join(unknown)}; known: {', '.join(table)}")
+            raise BadModels(f"assess_unseen: unknown model(s) {', '.join(unknown)}; known: {', '.join(table)}")
         other = [n for n in names if table[n]["split"] != split]
         if other:
             if split == "development":
                 raise Refused(f"assess_unseen: {', '.join(other)} {'is' if len(other) == 1 else 'are'} held aside: "
                               "scored only once, with --held-aside-once, never while the step-time model is tuned")
-            raise SystemExit(f"assess_unseen: --held-aside-once scores the held-aside models only, not "
+            raise BadModels(f"assess_unseen: --held-aside-once scores the held-aside models only, not "
                              f"{', '.join(other)}")
         return list(names)
     return [n for n, m in table.items() if m["split"] == split]
@@ -473,4 +482,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except BadModels as e:
+        print(e.args[0], file=sys.stderr)
+        sys.exit(e.code)

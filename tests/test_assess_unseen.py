@@ -96,8 +96,9 @@ def test_held_aside_models_are_refused_without_the_flag(tmp_path, monkeypatch):
     assert measured == []  # refused before anything was measured or scored
     # with the flag, the held-aside ones (and only they) would be scored
     assert assess_unseen.chosen("held-aside", None) == held
-    with pytest.raises(SystemExit):
+    with pytest.raises(SystemExit) as e:
         assess_unseen.chosen("held-aside", [dev[0]])
+    assert e.value.code == 2
     assert assess_unseen.DEFAULT_OUT["held-aside"] != assess_unseen.DEFAULT_OUT["development"]
 
 
