@@ -79,8 +79,9 @@ def split_by_rule(names: list[str]) -> dict[str, str]:
 # ---- building ------------------------------------------------------------------------------------------------
 # config keys that are widths, depths or counts, shrunk by `scale` for a reduced build (tests)
 _WIDTHS = {"hidden_size", "intermediate_size", "n_embd", "d_model", "d_ff", "embedding_size", "vocab_size", "ffn_dim",
+           "encoder_ffn_dim", "decoder_ffn_dim",
            "word_embed_proj_dim", "embed_dim", "attention_hidden_size"}
-_DEPTHS = {"num_hidden_layers", "n_layer", "num_layers", "num_decoder_layers"}
+_DEPTHS = {"num_hidden_layers", "n_layer", "num_layers", "num_decoder_layers", "encoder_layers", "decoder_layers"}
 
 
 def _scaled_config(spec: dict, scale: float) -> dict:

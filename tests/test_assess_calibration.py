@@ -12,22 +12,28 @@ from tests.test_assess_speed import rates_file, step_work
 
 from gapbench import results
 from gapbench.assess import calibration
-from gapbench.assess.calibration import Pair, calibrate, covered, log_error, sigma_of_interval
+from gapbench.assess.calibration import Pair, calibrate, covered, log_error, needed, sigma_of_interval
 from gapbench.assess.rates import platform_rates
 from gapbench.assess.speed import predict
 
 
-def test_the_smallest_sigma_that_holds_the_level():
-    exact = [Pair(f"p{i}", 0.0, 0.05) for i in range(19)]
-    assert calibrate(exact) == 0.0
-    # one pair of twenty off by 0.5 in log gap: 19 of 20 (95%) are held without any model error
-    assert calibrate(exact + [Pair("far", 0.5, 0.05)]) == 0.0
-    # two pairs off: 19 of 21 is below 95%, so σ must reach the smaller miss: z·√(0.05² + σ²) ≥ 0.3
-    pairs = exact + [Pair("far", 0.5, 0.05), Pair("near", 0.3, 0.05)]
-    sigma = calibrate(pairs)
+def test_the_smallest_sigma_that_holds_the_conformal_rank():
     z = 1.959964
+    exact = [Pair(f"p{i}", 0.0, 0.05) for i in range(19)]
+    assert calibrate(exact) == 0.0  # ⌈0.95 · 20⌉ = 19 of 19
+    # one pair of twenty off by 0.5 in log gap: ⌈0.95 · 21⌉ = 20 must be held, so σ reaches it (19 of 20, a bare
+    # 95% of these pairs, would fall short of 95% on the next pair)
+    far = Pair("far", 0.5, 0.05)
+    assert calibrate(exact + [far]) == pytest.approx(math.sqrt((0.5 / z) ** 2 - 0.05 ** 2), abs=2e-4)
+    # one of forty off: ⌈0.95 · 41⌉ = 39 of 40, held without any model error
+    exact = [Pair(f"p{i}", 0.0, 0.05) for i in range(39)]
+    assert calibrate(exact + [far]) == 0.0
+    # two of forty off: σ must reach the smaller miss, z·√(0.05² + σ²) ≥ 0.3, not the larger
+    pairs = exact[:38] + [far, Pair("near", 0.3, 0.05)]
+    sigma = calibrate(pairs)
     assert sigma == pytest.approx(math.sqrt((0.3 / z) ** 2 - 0.05 ** 2), abs=2e-4)
-    assert covered(pairs, sigma, 0.95) == 21 - 1 and covered(pairs, sigma - 0.001, 0.95) == 19
+    assert covered(pairs, sigma, 0.95) == 39 and covered(pairs, sigma - 0.001, 0.95) == 38
+    assert needed(40) == 39 and needed(19) == 19 and needed(1) == 1
     with pytest.raises(ValueError):
         calibrate([])
 
@@ -42,7 +48,7 @@ def test_the_shipped_calibration_follows_from_its_pairs_of_development_models():
     cal = calibration.load()
     assert cal.level == 0.95 and cal.device_classes == ("cpu",) and len(cal.pairs) >= 20
     assert cal.sigma == pytest.approx(calibrate(list(cal.pairs), cal.level), abs=1e-4)
-    assert covered(cal.pairs, cal.sigma, cal.level) >= math.ceil(0.95 * len(cal.pairs))
+    assert covered(cal.pairs, cal.sigma, cal.level) >= math.ceil(0.95 * (len(cal.pairs) + 1))
     held = [n for n, m in assess_models.models().items() if m["split"] == "held-aside"]
     assert not [p.name for p in cal.pairs if any(f": {h}," in p.name for h in held)]
 

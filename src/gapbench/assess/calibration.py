@@ -60,11 +60,19 @@ def covered(pairs: tuple[Pair, ...] | list[Pair], sigma: float, level: float) ->
     return sum(abs(p.error) <= z * math.sqrt(p.sigma_rates ** 2 + sigma ** 2) for p in pairs)
 
 
+def needed(n: int, level: float = 0.95) -> int:
+    """Of n calibration pairs, how many an interval must hold: ⌈level · (n + 1)⌉, at most n."""
+    return min(n, math.ceil(level * (n + 1) - 1e-9))
+
+
 def calibrate(pairs: list[Pair], level: float = 0.95) -> float:
-    """The smallest σ (to 1e-4) whose intervals hold at least `level` of the pairs' measured gaps."""
+    """The smallest σ (to 1e-4) whose intervals hold the measured gaps of ⌈level · (n + 1)⌉ of the n pairs (all of
+    them where that is more than n): split conformal prediction's rank, so that a new pair exchangeable with these
+    falls inside with probability at least `level`, where holding a bare `level` of the pairs themselves would fall
+    short of it by up to 1/(n + 1)."""
     if not pairs:
         raise ValueError("no pairs to calibrate on")
-    need = math.ceil(level * len(pairs) - 1e-9)
+    need = needed(len(pairs), level)
     lo, hi = 0.0, 10.0
     if covered(pairs, lo, level) >= need:
         return 0.0
