@@ -46,6 +46,7 @@ def test_tiny_end_to_end():
     losses = m.metrics["check_losses"]
     assert len(losses) == 5 and losses[-1] < losses[0] and all(math.isfinite(x) for x in losses)
     assert math.isfinite(m.metrics["final_loss"])
+    assert 0.0 <= m.metrics["subnormal_grads"] < 0.01  # a healthy step: its gradients are normal floats
     assert m.metrics["first_step_s"] > 0 and m.metrics["steady_step_s"] > 0
     assert "mfu" in m.metrics  # None where gapbench does not know the peak
     assert m.metrics["achieved_tflops"] == pytest.approx(v.flops / m.metrics["steady_step_s"] * 1e-12)

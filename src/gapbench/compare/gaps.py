@@ -11,7 +11,8 @@ of the gap is Welch's t interval on the log values of the runs (95%), widened by
 sessions that the runs of one file cannot see; with a single run on a side it uses the run-to-run spread of
 that kind of device alone. The spread is RUN_TO_RUN_SPREAD, or what the history database measured for this row
 on this stack (stats.compare_runs). A gap is significant when its interval excludes 0. A side measured on a disturbed host
-(the host watch flagged it) gets no verdict unless the user allows it.
+(the host watch flagged it) gets no verdict unless the user allows it, nor does a training step that ran on
+subnormal gradients (more than SUBNORMAL_LIMIT of them: it timed the processor's subnormal arithmetic).
 
 This is the one verdict policy: compare, report, assess, history and the run's summary judge through `row_spread`
 (which spread a single run is judged with, and where it came from: the history's, with its n, or the class
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from gapbench.compare.keys import spellings
 from gapbench.results import Measurement
@@ -102,6 +103,7 @@ class Gap:
     runs: tuple[int, int] = (0, 0)  # runs behind each side
     flagged: str = ""  # a side was measured on a disturbed host: the reason, and no verdict
     spreads: tuple[Spread, ...] = ()  # the spreads behind the interval: the platform's, the baseline's
+    subnormal: str = ""  # a side's training step ran on subnormal gradients: the reason, and no verdict
 
     @property
     def significant(self) -> bool | None:
@@ -119,8 +121,9 @@ class Gap:
         """Why there is no verdict: the host watch's reason, the missing number, or no runs on one side."""
         if self.overlap is not None:
             return ""
-        if self.flagged:
-            return f"measured on a disturbed host: {self.flagged}"
+        if self.flagged or self.subnormal:
+            return "; ".join(x for x in (self.flagged and f"measured on a disturbed host: {self.flagged}",
+                                         self.subnormal) if x)
         if self.pct is None:
             return self.status or "no number"
         return "no runs to judge by on one side (a published figure)"
@@ -203,7 +206,16 @@ def judge(value: Measurement, base: Measurement, higher_is_better: bool, spread:
     standard deviation of log values to assume for a single run (None: no verdict for single runs); drift: the
     variance between sessions to add to the runs' own (None: 2·spread², both sides one session each)."""
     a, b = value.run_values, base.run_values
+    subnormal = subnormal_reasons(value, base)
     if compare_runs(a, b, allowance=spread, drift=drift) is None:  # no interval: the medians' gap, no verdict
         pct = gap_pct(value.value, base.value, higher_is_better)
-        return Gap(pct, None, "" if pct is not None else "n/a (zero)", runs=(len(a), len(b)))
-    return judge_runs(a, b, higher_is_better, spread, drift, host_reasons(value, base), allow_flagged, spreads)
+        return Gap(pct, None, "" if pct is not None else "n/a (zero)", runs=(len(a), len(b)), subnormal=subnormal)
+    gap = judge_runs(a, b, higher_is_better, spread, drift, host_reasons(value, base), allow_flagged, spreads)
+    if not subnormal:
+        return gap
+    return replace(gap, subnormal=subnormal, overlap=gap.overlap if allow_flagged else None)
+
+
+def subnormal_reasons(value: Measurement, base: Measurement) -> str:
+    """Which side's training step ran on subnormal gradients, and how many ("" when neither)."""
+    return "; ".join(f"{side}: {m.subnormal}" for side, m in (("platform", value), ("baseline", base)) if m.subnormal)

@@ -207,7 +207,7 @@ class Comparison:
                                         "verdict": g.verdict, "why": g.why or None,
                                         "spread_basis": g.spread_basis or None,
                                         "spreads": [sp.to_dict() for sp in g.spreads],
-                                        "flagged": g.flagged or None}
+                                        "flagged": g.flagged or None, "subnormal": g.subnormal or None}
                              for i, g in r.gaps.items()},
                     "published": {names[i]: {"gap_pct": pg.gap_pct, "source": pg.source, "date": pg.date}
                                   for i, pg in r.published.items()},

@@ -57,12 +57,13 @@ def _cell(v) -> str:
 
 def _gap_fields(g) -> list:
     """gap_pct, gap_low, gap_high, significant (True, False or "no verdict"), basis (which spread the interval
-    used), flagged (the host watch's reason)."""
+    used), flagged (the host watch's reason, and a step on subnormal gradients)."""
     if g is None:
         return ["", "", "", "", "", ""]
     significant = "" if g.pct is None else NO_VERDICT if g.significant is None else g.significant
     basis = getattr(g, "spread_basis", "") or g.basis
-    return [_num(g.pct), _num(g.lo), _num(g.hi), significant, _text(basis), _text(g.flagged)]
+    return [_num(g.pct), _num(g.lo), _num(g.hi), significant, _text(basis),
+            _text("; ".join(x for x in (g.flagged, g.subnormal) if x))]
 
 
 def _num(x) -> str:

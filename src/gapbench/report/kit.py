@@ -156,7 +156,7 @@ def gap_text(gap, interval: bool = False) -> str:
         return gap.status or "n/a"
     text = ("≈ " if gap.overlap else "") + fmt_gap_value(gap.pct)
     if gap.overlap is None:
-        text += FLAGGED_MARK if gap.flagged else NO_CI_MARK
+        text += FLAGGED_MARK if gap.flagged or gap.subnormal else NO_CI_MARK
     if interval and gap.lo is not None and gap.hi is not None:
         text += " " + fmt_gap_interval(gap.pct, gap.lo, gap.hi)
         if gap.basis == "single run":
@@ -196,7 +196,8 @@ MARKS = {
     NO_CI_MARK: "no verdict: one side has no runs to judge by (a published figure), so its significance is "
                 "unknown; such rows are counted apart, never as a lead",
     FLAGGED_MARK: "no verdict: a side was measured on a disturbed host (the host watch flagged it: busy, stolen or "
-                  "throttled); --allow-flagged to judge it anyway",
+                  "throttled), or its training step ran on subnormal gradients (it timed the processor's subnormal "
+                  "arithmetic); --allow-flagged to judge it anyway",
     "!": "above 100% of the peak: the peak figure is too low there (for a CPU, an estimate), so read its % of peak "
          "as relative only",
     "×": "a gap of ten times or more, said as a ratio (×2,100 slower) rather than as a percentage near −100%",
@@ -242,12 +243,12 @@ def _class_sentence(lead, me: str, base: str) -> str:
     n = lead.rows
     rows_word = f"row{'s' * (n > 1)}"
     unknown = f", {lead.unknown} of unknown significance ({NO_CI_MARK})" if lead.unknown else ""
-    unknown += f", {lead.flagged} on a disturbed host ({FLAGGED_MARK})" if lead.flagged else ""
+    unknown += f", {lead.flagged} flagged ({FLAGGED_MARK})" if lead.flagged else ""
     if lead.ahead == 0 and lead.behind == 0:
         if lead.unknown == n:
             return f"{title}: significance unknown on {n} {rows_word} ({NO_CI_MARK}), gap {rng}"
         if lead.flagged == n:
-            return f"{title}: no verdict on {n} {rows_word}, measured on a disturbed host ({FLAGGED_MARK}), gap {rng}"
+            return f"{title}: no verdict on {n} {rows_word}, flagged ({FLAGGED_MARK}), gap {rng}"
         if lead.unknown + lead.flagged == n:
             return f"{title}: no verdict on {n} {rows_word} (gap {rng}){unknown}"
         return f"{title}: no significant difference on {n} {rows_word} (gap {rng}){unknown}"
@@ -261,7 +262,7 @@ def _class_sentence(lead, me: str, base: str) -> str:
     if lead.unknown:
         extra.append(f"{lead.unknown} of unknown significance ({NO_CI_MARK})")
     if lead.flagged:
-        extra.append(f"{lead.flagged} on a disturbed host ({FLAGGED_MARK})")
+        extra.append(f"{lead.flagged} flagged ({FLAGGED_MARK})")
     extra_s = f" ({', '.join(extra)})" if extra else ""
     return f"{title}: {leader} leads on {k} of {n} {rows_word}{extra_s}, gap {rng}"
 

@@ -79,7 +79,8 @@ def basis_line(comp: Comparison) -> str:
 
 
 def flagged_table(comp: Comparison) -> Table | None:
-    """The rows the host watch flagged, with its reason, per platform: why their gaps have no verdict."""
+    """The rows the host watch flagged, with its reason, and the training steps that ran on subnormal gradients,
+    per platform: why their gaps have no verdict."""
     rows = []
     for r in comp.rows:
         for i, c in enumerate(r.cells):
@@ -87,10 +88,13 @@ def flagged_table(comp: Comparison) -> Table | None:
             if m is not None and m.ok and m.flagged:
                 reasons = "; ".join(str(x) for x in (m.host_watch or {}).get("reasons", [])) or "flagged"
                 rows.append([comp.platforms[i].name, row_label(r), reasons])
+            if m is not None and m.subnormal:
+                rows.append([comp.platforms[i].name, row_label(r), m.subnormal])
     if not rows:
         return None
-    return Table(["platform", "row", "host watch (why no verdict)"], rows, numeric=(),
-                 title="measured on a disturbed host (†: no verdict unless --allow-flagged)")
+    return Table(["platform", "row", "why no verdict"], rows, numeric=(),
+                 title="measured on a disturbed host or on subnormal gradients (†: no verdict unless "
+                       "--allow-flagged)")
 
 
 def efficiency_table(comp: Comparison) -> Table | None:

@@ -249,6 +249,11 @@ def _json_object(v: Any) -> Any:
     return {} if v is None else json_safe(v)
 
 
+# a training step whose gradients hold more subnormal floats than this share measures the processor's subnormal
+# arithmetic (slow in fp32 on most CPUs, flushed by bf16 matrix units), not the stack: its gaps get no verdict
+SUBNORMAL_LIMIT = 0.01
+
+
 class Measurement(Record):
     """One workload variant measured once (with its repeats) on one device."""
 
@@ -328,6 +333,15 @@ class Measurement(Record):
     @property
     def flagged(self) -> bool:
         return bool((self.host_watch or {}).get("flagged"))
+
+    @property
+    def subnormal(self) -> str:
+        """'' or why this training step's time is not the stack's: more than SUBNORMAL_LIMIT of its gradients
+        were subnormal floats (metrics.subnormal_grads)."""
+        share = (self.metrics or {}).get("subnormal_grads")
+        if not self.ok or isinstance(share, bool) or not isinstance(share, int | float) or share <= SUBNORMAL_LIMIT:
+            return ""
+        return f"{share:.1%} of the step's gradients were subnormal floats (it timed their arithmetic, not the stack)"
 
     @property
     def run_values(self) -> list[float]:

@@ -68,6 +68,35 @@ class TrainStep:
     def last_loss(self) -> float:
         return float(self._loss.float().item()) if self._loss is not None else math.nan
 
+    def subnormal_grads(self) -> float:
+        """The share of the step's nonzero gradient values that are subnormal floats of their dtype, from one more
+        forward and backward pass (no optimizer step: the weights stay as the timed steps left them). Gradients
+        as the backward pass computes them: scaled, where a gradient scaler runs."""
+        try:
+            with self.device.math_mode(self.precision.dtype), sdpa_context(self.sdpa_backends), \
+                    self.precision.context(self.device):
+                loss = self.model(**self.batch).loss
+            (self.scaler.scale(loss) if self.scaler is not None else loss).backward()
+            return subnormal_share(self.model.parameters())
+        finally:
+            self.optimizer.zero_grad(set_to_none=True)
+
+
+def subnormal_share(params) -> float:
+    """The share of the nonzero gradient values that are subnormal floats of their dtype, over the parameters.
+    On most CPUs arithmetic on subnormal fp32 runs far slower than on normal numbers, and bf16 matrix units flush
+    them: a step full of them times that, not the stack (see gapbench.results.records.SUBNORMAL_LIMIT)."""
+    sub = nonzero = 0
+    for p in params:
+        g = p.grad
+        if g is None or not g.is_floating_point():
+            continue
+        a = g.detach().abs()
+        nz = a != 0
+        nonzero += int(nz.sum())
+        sub += int((nz & (a < torch.finfo(g.dtype).tiny)).sum())
+    return sub / nonzero if nonzero else 0.0
+
 
 def losses_fall(losses: Sequence[float]) -> str:
     """'' when every loss is finite and the last is below the first; else what is wrong."""
@@ -250,6 +279,7 @@ def _measure_at(run: _Run, batch: int, clock: Clock):
         return workload.too_slow(variant, ctx, e.estimate_s, work * run.copies)
     final = step.last_loss()
     metrics["final_loss"] = final
+    metrics["subnormal_grads"] = round(max(agree.all_gather(step.subnormal_grads())), 6)
     bad = _per_rank(agree.all_gather("" if math.isfinite(final) else f"loss became {final} during the timed steps"),
                     run.copies)
     if bad:
