@@ -106,6 +106,11 @@ class Gap:
     subnormal: str = ""  # a side's training step ran on subnormal gradients: the reason, and no verdict
 
     @property
+    def withheld(self) -> bool:
+        """Whether a reason withholds its verdict (a disturbed host, a step on subnormal gradients), or would."""
+        return bool(self.flagged or self.subnormal)
+
+    @property
     def significant(self) -> bool | None:
         return None if self.overlap is None else not self.overlap
 

@@ -46,7 +46,7 @@ def class_lead(rows, i: int, bound: str) -> tuple[ClassLead | None, int]:
 def _verdict(g) -> str:
     """ahead, behind, noise (within noise or equal), flagged (a disturbed host) or unknown (no runs on a side)."""
     if g.overlap is None:
-        return "flagged" if g.flagged or g.subnormal else "unknown"
+        return "flagged" if g.withheld else "unknown"
     if g.overlap or g.pct == 0:
         return "noise"
     return "ahead" if g.pct > 0 else "behind"
@@ -92,8 +92,8 @@ def takeaway(comp: Comparison) -> Takeaway:
         ridges=_ridges(comp),
         over_peak=over,
         any_noise=any(g.overlap is True for g in gaps),
-        any_unknown=any(g.pct is not None and g.overlap is None and not (g.flagged or g.subnormal) for g in gaps),
+        any_unknown=any(g.pct is not None and g.overlap is None and not g.withheld for g in gaps),
         any_published=any(r.published for r in comp.rows),
-        any_flagged=any((g.flagged or g.subnormal) and g.overlap is None for g in gaps),
+        any_flagged=any(g.withheld and g.overlap is None for g in gaps),
         bases=bases,
         spreads=tuple((c, RUN_TO_RUN_SPREAD[c]) for c in classes) if "single run" in bases else ())

@@ -156,7 +156,7 @@ def gap_text(gap, interval: bool = False) -> str:
         return gap.status or "n/a"
     text = ("≈ " if gap.overlap else "") + fmt_gap_value(gap.pct)
     if gap.overlap is None:
-        text += FLAGGED_MARK if gap.flagged or gap.subnormal else NO_CI_MARK
+        text += FLAGGED_MARK if gap.withheld else NO_CI_MARK
     if interval and gap.lo is not None and gap.hi is not None:
         text += " " + fmt_gap_interval(gap.pct, gap.lo, gap.hi)
         if gap.basis == "single run":
