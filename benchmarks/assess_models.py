@@ -34,7 +34,7 @@ if str(ROOT / "src") not in sys.path:
     sys.path.insert(0, str(ROOT / "src"))
 
 from gapbench.results import Measurement  # noqa: E402
-from gapbench.results.records import SUBNORMAL_LIMIT  # noqa: E402,F401 (the accuracy benchmark reads it here)
+from gapbench.results.records import SUBNORMAL_LIMIT  # noqa: E402,F401 (gapbench's rule for a step on subnormal gradients)
 from gapbench.timing import TooSlow, time_fn  # noqa: E402
 from gapbench.workloads.base import Context, Variant, Workload  # noqa: E402
 from gapbench.workloads.models.train import subnormal_share  # noqa: E402
@@ -43,9 +43,6 @@ from gapbench.workloads.options import DtypeOptions  # noqa: E402
 MODELS_FILE = ROOT / "benchmarks" / "data" / "assess_models.toml"
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 LR = 1e-4
-# a step whose gradients hold more subnormal floats than SUBNORMAL_LIMIT measures the CPU's subnormal arithmetic
-# (slow in fp32 on x86, flushed by bf16 matrix units), not the stack: its row says so and the accuracy benchmark
-# skips it (compare and report give its gaps no verdict); both are gapbench's own, as for its training workloads
 
 
 def load(path: Path = MODELS_FILE) -> dict:

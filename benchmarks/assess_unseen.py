@@ -355,12 +355,9 @@ def evaluate(out: Path, names: list[str], bf16: bool, works: dict, model_sigma: 
 
 
 def _subnormal(*ms) -> str:
-    """Why a pair is not scored when a measured step ran on subnormal gradients ("" when none did)."""
-    worst = max(((m.metrics or {}).get("subnormal_grads") or 0.0 for m in ms if m is not None), default=0.0)
-    if worst <= assess_models.SUBNORMAL_LIMIT:
-        return ""
-    return (f"{worst:.1%} of a measured step's gradients were subnormal floats: the row measures the CPU's "
-            "subnormal arithmetic, not the stack")
+    """Why a pair is not scored when a measured step ran on subnormal gradients ("" when none did): the rule
+    `compare` withholds a verdict by (Measurement.subnormal)."""
+    return next((m.subnormal for m in ms if m is not None and m.subnormal), "")
 
 
 def _row(pr, name: str, dtype: str):
