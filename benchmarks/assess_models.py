@@ -95,6 +95,10 @@ def _scaled_config(spec: dict, scale: float) -> dict:
             while h % kv:
                 kv -= 1
             cfg["num_key_value_heads"] = kv
+    if "num_groups" in cfg:  # GroupNorm's groups divide every scaled width, a bottleneck's too (BiT)
+        hidden = list(cfg.get("hidden_sizes", []))
+        widths = [cfg[k] for k in ("embedding_size",) if k in cfg] + hidden + [int(h * 0.25) for h in hidden]
+        cfg["num_groups"] = math.gcd(cfg["num_groups"], *widths)
     if "d_kv" in cfg:
         cfg["d_kv"] = max(8, cfg["d_model"] // cfg["num_heads"])
     if "image_size" in cfg:
