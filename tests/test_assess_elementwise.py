@@ -55,12 +55,16 @@ def test_a_1x1_convolution_at_the_1x1_rows(tmp_path):
     # the same im2col GEMM (128 × 64 × 288), one a 3×3 of 32 channels and one a 1×1 of 288
     a = platform_rates(results.load(rates_file(tmp_path / "a.json", gemm_tflops=0.001, per_op_us=10,
                                                extra=[conv(3, 32, 0.004), conv(1, 288, 0.001)])))
-    one = Item("aten.convolution.default", "conv", "fp32", "forward", 1e6, 1e3, (128, 64, 64), 1, kernel=1)
-    three = Item("aten.convolution.default", "conv", "fp32", "forward", 1e6, 1e3, (128, 64, 64), 1, kernel=9)
+    one = Item("aten.convolution.default", "conv", "fp32", "forward", 1e6, 1e3, (128, 64, 256), 1, kernel=1)
+    three = Item("aten.convolution.default", "conv", "fp32", "forward", 1e6, 1e3, (128, 64, 256), 1, kernel=9)
     p, _ = predict([(Work("x", [one, three]), a)] * 2)
-    # 1 MFLOP at the 1×1 row's 1 GFLOP/s and 1 MFLOP at the 3×3 row's 4 GFLOP/s, though the 1×1 row's im2col k
-    # (288) is farther from 64 than the 3×3 row's (288 too): the kernel size chooses first
+    # 1 MFLOP at the 1×1 row's 1 GFLOP/s and 1 MFLOP at the 3×3 row's 4 GFLOP/s, both rows 128 × 64 × 288: the
+    # kernel size chooses first
     assert {c.cls: c.seconds for c in p.source.classes}["conv"] == pytest.approx(1e-3 + 0.25e-3)
+    # a pointwise convolution is a GEMM: nearer the 64³ GEMM row than any convolution row, that row prices it; a
+    # 3×3 one of that shape stays with the convolution rows
+    assert a.conv_rate("fp32", False, (64, 64, 64), 1).rate.source.startswith("gemm fp32 64")
+    assert a.conv_rate("fp32", False, (64, 64, 64), 9).kernel == 9
     # without a 1×1 row, the nearest 3×3 one prices it
     b = platform_rates(results.load(rates_file(tmp_path / "b.json", gemm_tflops=0.001, per_op_us=10,
                                                extra=[conv(3, 32, 0.004)])))
@@ -90,6 +94,34 @@ def test_a_depthwise_convolution_at_the_depthwise_rows_only(tmp_path):
     assert b.conv_rate("fp32", False, (128, 96, 49), 49, groups=96) is None
     _, missing = predict([(Work("x", [dw]), b)] * 2)
     assert any("no fp32 forward depthwise convolution rows (conv)" in m for m in missing)
+
+
+def test_a_grouped_convolution_of_many_channels_per_group_as_dense_ones_of_one_groups_shape(tmp_path):
+    def conv(c_in: int, c_out: int, groups: int, tflops: float, hw: int = 16, kernel: int = 1):
+        return _m("conv", {"dtype": "fp32", "batch": 2, "c_in": c_in, "c_out": c_out, "hw": hw, "kernel": kernel,
+                           "groups": groups, "pass": "forward"}, tflops, "TFLOP/s")
+
+    # dense 1×1 rows: im2col 512 × 96 × 96 at 8 GFLOP/s and 512 × 384 × 96 at 20; a depthwise 1×1 one at 0.5
+    rows = [conv(96, 96, 1, 0.008), conv(96, 384, 1, 0.020), conv(384, 384, 384, 0.0005)]
+    a = platform_rates(results.load(rates_file(tmp_path / "a.json", gemm_tflops=0.001, per_op_us=10, extra=rows)))
+    # 4 groups of 96 channels (SqueezeBERT's): one group's GEMM is 512 × 96 × 96, the 8 GFLOP/s row's
+    point = a.conv_rate("fp32", False, (512, 384, 96), 1, groups=4)
+    assert (point.groups, point.n, point.rate.value) == (0, 96, pytest.approx(8e9))
+    grouped = Item("aten.convolution.default", "conv", "fp32", "forward", 1e6, 1e3, (512, 384, 96), 1, kernel=1,
+                   groups=4)
+    p, missing = predict([(Work("x", [grouped]), a)] * 2)
+    assert not missing and {c.cls: c.seconds for c in p.source.classes}["conv"] == pytest.approx(1e6 / 8e9)
+    # 4 channels per group stay with the grouped rows, as a depthwise one does; 8 (a RegNet's) go to the dense ones
+    assert a.conv_rate("fp32", False, (512, 384, 4), 1, groups=96).groups == 384
+    assert a.conv_rate("fp32", False, (512, 384, 8), 1, groups=48).groups == 0
+    # a grouped row nearer in channels per group (conv:listed's own, 4 × 96) wins over the dense ones
+    b = platform_rates(results.load(rates_file(tmp_path / "b.json", gemm_tflops=0.001, per_op_us=10,
+                                               extra=[*rows, conv(384, 384, 4, 0.004)])))
+    assert b.conv_rate("fp32", False, (512, 384, 96), 1, groups=4).groups == 4
+    # without dense rows, the grouped ones price it
+    c = platform_rates(results.load(rates_file(tmp_path / "c.json", gemm_tflops=0.001, per_op_us=10,
+                                               extra=[rows[2]])))
+    assert c.conv_rate("fp32", False, (512, 384, 96), 1, groups=4).groups == 384
 
 
 def test_the_trace_records_elements_and_kernel_sizes():

@@ -117,6 +117,18 @@ def test_a_convolution_no_square_row_has_is_named_for_no_listed_row():
     assert len(convs) == 4 and all(i.conv_spec is None for i in convs)
 
 
+def test_a_pointwise_1d_convolution_is_named_as_a_1x1_over_the_square_nearest_its_positions():
+    rec = WorkRecorder()
+    x = torch.randn(2, 16, 128, requires_grad=True)
+    with rec:
+        # SqueezeBERT's position-wise layers: 1-D convolutions of kernel 1, grouped and not
+        y = torch.nn.functional.conv1d(x, torch.randn(32, 4, 1), groups=4)
+        torch.nn.functional.conv1d(y, torch.randn(16, 32, 1)).sum().backward()
+    specs = {(i.phase, i.conv_spec) for i in rec.work("x").items if i.cls == "conv"}
+    # 128 positions: an 11×11 square (121), the nearest
+    assert specs == {(p, s) for p in ("forward", "backward") for s in ("2x16x32x11x1x4", "2x32x16x11x1x1")}
+
+
 def _conv_row(spec: str, pass_: str, tflops: float):
     vals = list(map(int, spec.split("x")))
     b, ci, co, hw, k, g, st, pad = vals + [1, -1][len(vals) - 6:]

@@ -44,6 +44,10 @@ from gapbench.workloads.micro.options import default_padding
 MEMBW_KERNELS = ("copy", "scale", "add", "triad", "dot")
 LAUNCH_KINDS = ("op", "train", "infer")
 # operators priced at the rate of a measured elementwise operator that computes the same thing per element
+# channels per group from which a grouped convolution is priced as dense ones of one group's channels: on a CPU
+# (oneDNN, one thread, fp32) a 3×3 of 8 channels per group ran forward and backward at 54 GFLOP/s, one group's
+# dense convolution at 20 and a depthwise one at 6; a 1×1 at 9.6, 14 and 0.7 (docs/assess.md)
+GROUP_CHANNELS_DENSE = 8
 ELEMENTWISE_ALIASES = {"_safe_softmax": "_softmax", "rsqrt": "sqrt", "bernoulli": "bernoulli_",
                        "native_dropout": "bernoulli_", "lerp_": "lerp", "addcmul_": "addcmul", "addcdiv_": "addcdiv",
                        "mul_": "mul", "add_": "add", "sub": "add", "sub_": "add", "rsub": "add", "div_": "div",
@@ -151,17 +155,41 @@ class PlatformRates:
     def conv_rate(self, dtype: str, backward: bool, shape: tuple[int, int, int], kernel: int = 0,
                   groups: int = 0, stride: int = 1, padding: int | None = None) -> GemmPoint | None:
         """The measured convolution of this dtype and pass nearest in im2col shape, among those of the same kernel
-        size where there are any (a 1×1 convolution is a plain GEMM to the backend, a 3×3 one is not). A grouped
-        (depthwise) convolution only at grouped rows, and a dense one only at dense rows: one runs memory-bound at
-        a fraction of the other's FLOP rate, so without rows of its kind there is no rate (None). Among those, the
-        rows of the same stride where there are any (a stride-2 convolution reads four times the input per output),
-        and of those the rows of the same padding where there are any (a backend can take another algorithm for a
-        pre-padded input: on a CPU a depthwise 3×3 ran up to 4 times apart)."""
-        points = [p for p in self.conv.get((dtype, "backward" if backward else "forward")) or []
-                  if (p.groups > 1) == (groups > 1)]
+        size where there are any (a 1×1 convolution is a plain GEMM to the backend, a 3×3 one is not). A dense
+        convolution only at dense rows, and a grouped one of few channels per group (a depthwise one: one) only at
+        grouped rows: it runs memory-bound at a fraction of a dense one's FLOP rate, so without rows of its kind
+        there is no rate (None). A grouped one of GROUP_CHANNELS_DENSE or more channels per group runs near the
+        rate of dense ones of one group's channels: priced at the grouped rows of as many channels per group (a
+        listed row of its own) where there are any, else at the dense rows at one group's im2col shape. A pointwise
+        one priced at dense rows (kernel 1, stride 1, no padding) is a GEMM: at the GEMM row nearest its shape
+        where that is nearer than every convolution row (dense 1×1 convolutions ran at 0.8–1.0 times a matmul's
+        rate of the same shape on a CPU, four groups at 0.6–0.8 times one group's). Among those,
+        the rows of the same stride where there are any (a stride-2 convolution reads four times the input per
+        output), and of those the rows of the same padding where there are any (a backend can take another
+        algorithm for a pre-padded input: on a CPU a depthwise 3×3 ran up to 4 times apart)."""
+        rows = self.conv.get((dtype, "backward" if backward else "forward")) or []
+        points = [p for p in rows if p.groups <= 1]
+        dense = True
+        if groups > 1:
+            many = channels_per_group(shape[2], kernel) >= GROUP_CHANNELS_DENSE
+            grouped = [p for p in rows if p.groups > 1]
+            alike = [p for p in grouped if (channels_per_group(p.k, p.kernel) >= GROUP_CHANNELS_DENSE) == many]
+            dense = not alike and many and bool(points)
+            if dense:
+                shape = (shape[0], max(1, shape[1] // groups), shape[2])
+            else:
+                points = alike or grouped
         same = [p for p in points if p.kernel == kernel] or points
         same = [p for p in same if p.stride == max(1, stride)] or same
-        return _nearest([p for p in same if p.padding == padding] or same, shape)
+        point = _nearest([p for p in same if p.padding == padding] or same, shape)
+        if dense and kernel == 1 and max(1, stride) == 1 and not padding:
+            # a pointwise convolution is a GEMM (pixels × output channels × input channels): where a GEMM row is
+            # nearer its shape than any convolution row, that row prices it
+            gemm = self.gemm_rate(dtype, shape)
+            if gemm is not None and (point is None or shape_distance((gemm.m, gemm.n, gemm.k), shape)
+                                     < shape_distance((point.m, point.n, point.k), shape)):
+                return gemm
+        return point
 
     def elementwise_at(self, op: str, dtype: str, elements: int) -> SizePoint | None:
         """The measured rate of this operator (or the one it is priced as) and dtype nearest in elements."""
@@ -212,6 +240,11 @@ class PlatformRates:
             return None
         b = max(nbytes, 1.0)
         return min(points, key=lambda p: abs(math.log(p.size / b)))
+
+
+def channels_per_group(k: int, kernel: int) -> int:
+    """Input channels per group of a convolution from its im2col k (channels per group × kernel elements)."""
+    return max(1, k // max(1, kernel))
 
 
 def _nearest(points: list[GemmPoint], shape: tuple[int, int, int]) -> GemmPoint | None:

@@ -6,7 +6,8 @@ Each traced operator call costs, on a platform (its rates from its results file,
                       grouped one (torch._grouped_mm) at the grouped GEMM rate of its dtype and layout nearest in
                       one group's shape and the number of groups
     conv              max(FLOPs / convolution rate of its dtype, pass and kernel size at the nearest im2col shape,
-                      bytes / bw); a grouped (depthwise) one at the grouped rows only
+                      bytes / bw); a grouped one of few channels per group (a depthwise one) at the grouped rows
+                      only, one of 8 channels per group or more as `groups` dense ones of one group's channels
     attention         max(FLOPs / attention rate of its dtype and pass at the nearest measured shape, bytes / bw)
     elementwise       max(elements / the operator's own measured rate of its dtype at the nearest size, bytes / bw):
                       a memory-class operator the elementwise rows measured (gelu, bernoulli_, softmax, norms, …)

@@ -79,9 +79,10 @@ class Item:
     def conv_spec(self) -> str | None:
         """A 2-D convolution as `conv:listed --conv-shapes` measures it, NxCINxCOUTxHWxKxG[xS[xP]]: the batch, the
         channels, the output's side (of a square with its pixels), the kernel's side, the groups, then the stride and
-        the padding where they are not conv:listed's defaults (1; K // 2 for an odd kernel, 0 for an even one); None
-        for anything else (a 1-D or 3-D, dilated or transposed convolution, a kernel that is not square). Forward and
-        backward of one convolution give the same spec."""
+        the padding where they are not conv:listed's defaults (1; K // 2 for an odd kernel, 0 for an even one); a
+        pointwise 1-D one as a 1×1 2-D one over the square nearest its positions; None for anything else (another
+        1-D, a 3-D, dilated or transposed convolution, a kernel that is not square). Forward and backward of one
+        convolution give the same spec."""
         if self.cls != "conv" or not self.shape or self.kernel <= 0 or self.images <= 0:
             return None
         m, n, k = self.shape
@@ -485,11 +486,15 @@ def conv_groups(func, args) -> int:
 
 
 def conv_images(func, args) -> int:
-    """The batch of a plain 2-D convolution's input (forward or backward); 0 for any other (1-D or 3-D, dilated,
-    transposed): conv:listed measures none of those."""
+    """The batch of a plain 2-D convolution's input (forward or backward), or of a pointwise 1-D one (kernel 1,
+    stride 1, no padding: the same GEMM over the same positions as a 1×1 2-D one, however they are laid out); 0
+    for any other (1-D with a wider kernel, 3-D, dilated, transposed): conv:listed measures none of those."""
     x, w = _conv_operands(func, args)
-    plain = _conv_pair(func, args, 2) <= 1 and not _conv_arg(func, args, 3)
-    return int(x.shape[0]) if x is not None and w is not None and x.dim() == 4 and w.dim() == 4 and plain else 0
+    if x is None or w is None or _conv_pair(func, args, 2) > 1 or _conv_arg(func, args, 3):
+        return 0
+    pointwise = x.dim() == 3 and w.dim() == 3 and w.shape[2] == 1 and conv_stride(func, args) == 1 \
+        and conv_padding(func, args) == 0
+    return int(x.shape[0]) if (x.dim() == 4 and w.dim() == 4) or pointwise else 0
 
 
 def conv_stride(func, args) -> int:
