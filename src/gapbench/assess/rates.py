@@ -43,11 +43,11 @@ from gapbench.workloads.micro.options import default_padding
 
 MEMBW_KERNELS = ("copy", "scale", "add", "triad", "dot")
 LAUNCH_KINDS = ("op", "train", "infer")
-# operators priced at the rate of a measured elementwise operator that computes the same thing per element
 # channels per group from which a grouped convolution is priced as dense ones of one group's channels: on a CPU
 # (oneDNN, one thread, fp32) a 3×3 of 8 channels per group ran forward and backward at 54 GFLOP/s, one group's
 # dense convolution at 20 and a depthwise one at 6; a 1×1 at 9.6, 14 and 0.7 (docs/assess.md)
 GROUP_CHANNELS_DENSE = 8
+# operators priced at the rate of a measured elementwise operator that computes the same thing per element
 ELEMENTWISE_ALIASES = {"_safe_softmax": "_softmax", "rsqrt": "sqrt", "bernoulli": "bernoulli_",
                        "native_dropout": "bernoulli_", "lerp_": "lerp", "addcmul_": "addcmul", "addcdiv_": "addcdiv",
                        "mul_": "mul", "add_": "add", "sub": "add", "sub_": "add", "rsub": "add", "div_": "div",
@@ -162,11 +162,11 @@ class PlatformRates:
         rate of dense ones of one group's channels: priced at the grouped rows of as many channels per group (a
         listed row of its own) where there are any, else at the dense rows at one group's im2col shape. A pointwise
         one priced at dense rows (kernel 1, stride 1, no padding) is a GEMM: at the GEMM row nearest its shape
-        where that is nearer than every convolution row (dense 1×1 convolutions ran at 0.8–1.0 times a matmul's
-        rate of the same shape on a CPU, four groups at 0.6–0.8 times one group's). Among those,
-        the rows of the same stride where there are any (a stride-2 convolution reads four times the input per
-        output), and of those the rows of the same padding where there are any (a backend can take another
-        algorithm for a pre-padded input: on a CPU a depthwise 3×3 ran up to 4 times apart)."""
+        where that is nearer than every convolution row (on a CPU dense 1×1 convolutions ran at 0.6–0.96 times a
+        matmul's rate of the same shape in fp32 on one thread, 0.37–0.91 on two, 0.35–0.53 in bf16: a GEMM row errs
+        fast). Among those, the rows of the same stride where there are any (a stride-2 convolution reads four
+        times the input per output), and of those the rows of the same padding where there are any (a backend can
+        take another algorithm for a pre-padded input: on a CPU a depthwise 3×3 ran up to 4 times apart)."""
         rows = self.conv.get((dtype, "backward" if backward else "forward")) or []
         points = [p for p in rows if p.groups <= 1]
         dense = True
