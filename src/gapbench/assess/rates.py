@@ -168,27 +168,14 @@ class PlatformRates:
         times the input per output), and of those the rows of the same padding where there are any (a backend can
         take another algorithm for a pre-padded input: on a CPU a depthwise 3×3 ran up to 4 times apart)."""
         rows = self.conv.get((dtype, "backward" if backward else "forward")) or []
-        points = [p for p in rows if p.groups <= 1]
-        dense = True
-        if groups > 1:
-            many = channels_per_group(shape[2], kernel) >= GROUP_CHANNELS_DENSE
-            grouped = [p for p in rows if p.groups > 1]
-            alike = [p for p in grouped if (channels_per_group(p.k, p.kernel) >= GROUP_CHANNELS_DENSE) == many]
-            dense = not alike and many and bool(points)
-            if dense:
-                shape = (shape[0], max(1, shape[1] // groups), shape[2])
-            else:
-                points = alike or grouped
+        points, shape, dense = _conv_kind(rows, shape, kernel, groups)
         same = [p for p in points if p.kernel == kernel] or points
         same = [p for p in same if p.stride == max(1, stride)] or same
         point = _nearest([p for p in same if p.padding == padding] or same, shape)
         if dense and kernel == 1 and max(1, stride) == 1 and not padding:
             # a pointwise convolution is a GEMM (pixels × output channels × input channels): where a GEMM row is
             # nearer its shape than any convolution row, that row prices it
-            gemm = self.gemm_rate(dtype, shape)
-            if gemm is not None and (point is None or shape_distance((gemm.m, gemm.n, gemm.k), shape)
-                                     < shape_distance((point.m, point.n, point.k), shape)):
-                return gemm
+            return _nearer(self.gemm_rate(dtype, shape), point, shape)
         return point
 
     def elementwise_at(self, op: str, dtype: str, elements: int) -> SizePoint | None:
@@ -245,6 +232,29 @@ class PlatformRates:
 def channels_per_group(k: int, kernel: int) -> int:
     """Input channels per group of a convolution from its im2col k (channels per group × kernel elements)."""
     return max(1, k // max(1, kernel))
+
+
+def _conv_kind(rows: list[GemmPoint], shape: tuple[int, int, int], kernel: int,
+               groups: int) -> tuple[list[GemmPoint], tuple[int, int, int], bool]:
+    """(the convolution rows of its kind, the shape to look them up at, whether they are dense rows): a dense
+    convolution's are the dense rows; a grouped one's the grouped rows on its side of GROUP_CHANNELS_DENSE, else,
+    at as many channels per group or more, the dense rows at one group's shape, else any grouped rows."""
+    dense = [p for p in rows if p.groups <= 1]
+    if groups <= 1:
+        return dense, shape, True
+    many = channels_per_group(shape[2], kernel) >= GROUP_CHANNELS_DENSE
+    grouped = [p for p in rows if p.groups > 1]
+    alike = [p for p in grouped if (channels_per_group(p.k, p.kernel) >= GROUP_CHANNELS_DENSE) == many]
+    if not alike and many and dense:
+        return dense, (shape[0], max(1, shape[1] // groups), shape[2]), True
+    return alike or grouped, shape, False
+
+
+def _nearer(a: GemmPoint | None, b: GemmPoint | None, shape: tuple[int, int, int]) -> GemmPoint | None:
+    """Of two rows, the one nearer the shape (b at a tie)."""
+    if a is None or b is None:
+        return b or a
+    return a if shape_distance((a.m, a.n, a.k), shape) < shape_distance((b.m, b.n, b.k), shape) else b
 
 
 def _nearest(points: list[GemmPoint], shape: tuple[int, int, int]) -> GemmPoint | None:
