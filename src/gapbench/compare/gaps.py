@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from gapbench.compare.keys import spellings
 from gapbench.results import Measurement
@@ -174,22 +174,25 @@ def host_reasons(*ms: Measurement) -> str:
 
 def judge_runs(a: list[float], b: list[float], higher_is_better: bool, spread: float | None,
                drift: float | None = None, flagged: str = "", allow_flagged: bool = False,
-               spreads: tuple[Spread, ...] = ()) -> Gap:
+               spreads: tuple[Spread, ...] = (), subnormal: str = "") -> Gap:
     """The gap of runs `a` against runs `b` (see the module docstring); flagged: the host watch's reasons for
-    either side (no verdict unless allow_flagged)."""
+    either side, subnormal: which side's training step ran on subnormal gradients (either: no verdict unless
+    allow_flagged)."""
     rg = compare_runs(a, b, allowance=spread, drift=drift)
     if rg is None:
         pct = gap_pct(_gmean(a), _gmean(b), higher_is_better)
-        return Gap(pct, None, "" if pct is not None else "n/a (zero)", runs=(len(a), len(b)), flagged=flagged)
+        return Gap(pct, None, "" if pct is not None else "n/a (zero)", runs=(len(a), len(b)), flagged=flagged,
+                   subnormal=subnormal)
     if higher_is_better:
         pct, lo, hi = (rg.ratio - 1) * 100, (rg.lo - 1) * 100, (rg.hi - 1) * 100
     else:
         pct, lo, hi = (1 / rg.ratio - 1) * 100, (1 / rg.hi - 1) * 100, (1 / rg.lo - 1) * 100
     basis = "runs" if rg.basis == "runs" else "single run"
     used = spreads if (basis == "single run" or drift) else ()
-    if flagged and not allow_flagged:
-        return Gap(pct, None, "", lo, hi, basis, rg.runs, flagged, used)
-    return Gap(pct, not rg.significant, "", lo, hi, basis, rg.runs, flagged if allow_flagged else "", used)
+    if (flagged or subnormal) and not allow_flagged:
+        return Gap(pct, None, "", lo, hi, basis, rg.runs, flagged, used, subnormal=subnormal)
+    return Gap(pct, not rg.significant, "", lo, hi, basis, rg.runs, flagged if allow_flagged else "", used,
+               subnormal=subnormal)
 
 
 def interval_gap(pct: float, lo: float, hi: float, basis: str, flagged: str = "", allow_flagged: bool = False) -> Gap:
@@ -215,10 +218,8 @@ def judge(value: Measurement, base: Measurement, higher_is_better: bool, spread:
     if compare_runs(a, b, allowance=spread, drift=drift) is None:  # no interval: the medians' gap, no verdict
         pct = gap_pct(value.value, base.value, higher_is_better)
         return Gap(pct, None, "" if pct is not None else "n/a (zero)", runs=(len(a), len(b)), subnormal=subnormal)
-    gap = judge_runs(a, b, higher_is_better, spread, drift, host_reasons(value, base), allow_flagged, spreads)
-    if not subnormal:
-        return gap
-    return replace(gap, subnormal=subnormal, overlap=gap.overlap if allow_flagged else None)
+    return judge_runs(a, b, higher_is_better, spread, drift, host_reasons(value, base), allow_flagged, spreads,
+                      subnormal)
 
 
 def subnormal_reasons(value: Measurement, base: Measurement) -> str:
