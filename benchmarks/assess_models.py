@@ -101,7 +101,7 @@ def _scaled_config(spec: dict, scale: float) -> dict:
         cfg["num_groups"] = math.gcd(cfg["num_groups"], *widths)
     if "d_kv" in cfg:
         cfg["d_kv"] = max(8, cfg["d_model"] // cfg["num_heads"])
-    if "image_size" in cfg:
+    if isinstance(cfg.get("image_size"), int):  # a list of sides (Hiera) is set from the input's side in build
         cfg["image_size"] = max(cfg.get("patch_size", 16) * 2, int(cfg["image_size"] * scale) // 16 * 16)
     return cfg
 
@@ -137,7 +137,8 @@ def build(name: str, dtype: str = "fp32", scale: float = 1.0, device: str | torc
                          .replace("ForMaskedLM", "Config"))
     extra = {"num_labels": spec["labels"]} if "labels" in spec else {}
     if "image_size" in cfg and "image" in inp:
-        cfg["image_size"] = inp["image"]
+        side = inp["image"]
+        cfg["image_size"] = [side, side] if isinstance(cfg["image_size"], list) else side
     config = config_cls(**cfg, **extra)
     torch.manual_seed(spec["seed"])
     before = torch.get_default_dtype()
