@@ -45,6 +45,17 @@ def test_listed_measures_exactly_the_convolutions_given(tmp_path):
     assert [r["flops"] for r in rows[2:4]] == [2 * 1 * 5 * 5 * 8 * 1 * 49, 2 * 2 * 1 * 5 * 5 * 8 * 1 * 49]
 
 
+def test_listed_with_flush_cache_times_each_convolution_after_a_cache_overwrite(tmp_path):
+    out = tmp_path / "cold.json"
+    p = _gapbench("run", "--device", "cpu", "-w", "conv:listed", "--conv-shapes", "1x4x8x6x1", "--dtype", "fp32",
+                  "--flush-cache", "--no-history", "--variant-budget", "1", "--repeats", "3", "-o", str(out),
+                  cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    rows = json.loads(out.read_text())["measurements"]
+    assert [r["variant"]["pass"] for r in rows] == ["forward", "backward"]
+    assert all(r["status"] == "ok" and r["metrics"]["cache_flush_bytes"] >= 1 << 20 for r in rows)
+
+
 def test_a_listed_rows_input_gives_an_output_of_the_rows_side():
     from gapbench.workloads.micro.conv import in_side
     from gapbench.workloads.micro.options import default_padding

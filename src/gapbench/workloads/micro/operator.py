@@ -62,7 +62,8 @@ class OperatorWorkload(Workload):
             except (RuntimeError, NotImplementedError) as e:
                 return self.failed(variant, ctx, "unsupported", f"{op.what}: {e}")
             try:
-                timing = time_fn(op.fn, ctx.device, ctx.budget(), agreement=ctx.agreement)
+                timing = time_fn(op.fn, ctx.device, ctx.budget(), agreement=ctx.agreement,
+                                 flush_cache=bool(getattr(self.opts(ctx), "flush_cache", False)))
             except TooSlow as e:
                 return self.too_slow(variant, ctx, e.estimate_s, self.work(variant), self.scale)
             err = op.check()

@@ -106,6 +106,9 @@ class ConvShapeOptions(DtypeOptions):
                                            "output's side, kernel side 3 and groups 1 unless given; stride 1; a "
                                            "comma list: `gapbench assess` names a traced step's own)",
                                            json_schema_extra={"metavar": "NxCINxCOUTxHW[xK[xG[xS[xP]]]][,...]"})
+    flush_cache: bool = Field(False, description="overwrite the last-level cache before each convolution call (a "
+                              "cold cache, as a model's convolutions meet it: its activations and weights have "
+                              "left the cache since their last use)")
 
 
 OPTIMIZERS = ("adamw", "adam", "sgd")
