@@ -175,18 +175,28 @@ def step_shapes(works) -> list[str]:
 
 def step_convs(works) -> list[str]:
     """The convolutions ('NxCINxCOUTxHWxKxG', as conv:listed measures them) that carry SHAPE_SHARE of each traced
-    step's convolution FLOPs, most FLOPs first, each once over all the steps."""
-    return _carrying(works, lambda it: it.conv_spec)
+    step's convolution FLOPs, most FLOPs first, then those that carry SHAPE_SHARE of its convolutions' bytes, each
+    once over all the steps: a depthwise convolution moves as many bytes as a pointwise one for a fraction of its
+    FLOPs and runs memory-bound (SwiftFormer's depthwise 3×3s: 0.5% of its convolution FLOPs, priced at a preset
+    row of another width and side without their own)."""
+    by_flops = _carrying(works, _conv_spec)
+    by_bytes = _carrying(works, _conv_spec, weight=lambda it: it.bytes)
+    return list(dict.fromkeys(by_flops + by_bytes))[:MAX_SHAPES]
 
 
-def _carrying(works, key_of) -> list[str]:
+def _conv_spec(it) -> str | None:
+    return it.conv_spec
+
+
+def _carrying(works, key_of, weight=lambda it: it.flops) -> list[str]:
+    """The keys that carry SHAPE_SHARE of each work's weight (FLOPs unless given), the heaviest first."""
     out: dict[str, None] = {}
     for work in works:
         flops: dict[str, float] = {}
         for it in work.items:
             key = key_of(it)
             if key is not None:
-                flops[key] = flops.get(key, 0.0) + it.flops * it.count
+                flops[key] = flops.get(key, 0.0) + weight(it) * it.count
         total, acc = sum(flops.values()), 0.0
         for key in sorted(flops, key=lambda k: -flops[k]):
             if total and acc >= SHAPE_SHARE * total:

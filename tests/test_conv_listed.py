@@ -20,7 +20,7 @@ from benchmarks import assess_unseen  # noqa: E402
 from gapbench import results
 from gapbench.assess.rates import platform_rates
 from gapbench.assess.speed import predict, unmeasured_conv
-from gapbench.assess.work import WorkRecorder
+from gapbench.assess.work import Item, Work, WorkRecorder
 
 
 def test_listed_measures_exactly_the_convolutions_given(tmp_path):
@@ -113,6 +113,18 @@ def test_the_trace_names_each_convolution_as_conv_listed_measures_it():
         if i.conv_spec:
             flops[i.conv_spec] = flops.get(i.conv_spec, 0) + i.flops * i.count
     assert assess_unseen.step_convs([work]) == sorted(flops, key=lambda s: -flops[s])
+
+
+def test_the_benchmark_also_measures_the_convolutions_that_carry_the_steps_bytes():
+    # a depthwise 3x3 moves as many bytes as the pointwise convolution beside it for a hundredth of its FLOPs
+    def conv(spec_shape, kernel, groups, flops, nbytes):
+        return Item("aten.convolution.default", "conv", "fp32", "forward", flops, nbytes, shape=spec_shape,
+                    kernel=kernel, groups=groups, images=8, stride=1, padding=kernel // 9)
+    pointwise = conv((8 * 32 * 32, 192, 48), 1, 0, 1.5e8, 8e6)
+    depthwise = conv((8 * 16 * 16, 56, 9), 9, 56, 1.0e6, 1.2e6)
+    work = Work("step", items=[pointwise, depthwise])
+    assert assess_unseen._carrying([work], lambda it: it.conv_spec) == [pointwise.conv_spec]  # by FLOPs alone
+    assert assess_unseen.step_convs([work]) == [pointwise.conv_spec, depthwise.conv_spec]
 
 
 def test_a_convolution_no_square_row_has_is_named_for_no_listed_row():
