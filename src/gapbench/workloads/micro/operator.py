@@ -13,6 +13,7 @@ import torch
 from gapbench.results import Measurement
 from gapbench.timing import TooSlow, time_fn
 from gapbench.workloads.base import Context, Variant, Workload
+from gapbench.workloads.micro.options import ColdCacheOptions
 from gapbench.workloads.options import DtypeOptions
 
 
@@ -62,8 +63,9 @@ class OperatorWorkload(Workload):
             except (RuntimeError, NotImplementedError) as e:
                 return self.failed(variant, ctx, "unsupported", f"{op.what}: {e}")
             try:
-                timing = time_fn(op.fn, ctx.device, ctx.budget(), agreement=ctx.agreement,
-                                 flush_cache=bool(getattr(self.opts(ctx), "flush_cache", False)))
+                opts = self.opts(ctx)
+                cold = isinstance(opts, ColdCacheOptions) and opts.flush_cache
+                timing = time_fn(op.fn, ctx.device, ctx.budget(), agreement=ctx.agreement, flush_cache=cold)
             except TooSlow as e:
                 return self.too_slow(variant, ctx, e.estimate_s, self.work(variant), self.scale)
             err = op.check()

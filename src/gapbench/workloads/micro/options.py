@@ -39,10 +39,15 @@ GemmShapes = Annotated[list[tuple[int, int, int]], BeforeValidator(_shapes), Fie
                                                                                  max_length=MAX_ITEMS)]
 
 
-class GemmOptions(DtypeOptions):
+class ColdCacheOptions(DtypeOptions):
+    """The options of a workload that can time each call after the last-level cache is overwritten."""
+
+    flush_cache: bool = Field(False, description="overwrite the last-level cache before each timed call (a cold "
+                              "cache, as a model's GEMMs and convolutions meet it)")
+
+
+class GemmOptions(ColdCacheOptions):
     title: ClassVar[str] = "GEMM (gemm, gemm-libs)"
-    flush_cache: bool = Field(False, description="overwrite the last-level cache before each GEMM call (a cold "
-                              "cache, as a model's GEMMs meet it)")
 
 
 class GemmShapeOptions(GemmOptions):
@@ -99,16 +104,13 @@ ConvShapes = Annotated[list[tuple[int, int, int, int, int, int, int, int]], Befo
                        Field(min_length=1, max_length=MAX_ITEMS)]
 
 
-class ConvShapeOptions(DtypeOptions):
+class ConvShapeOptions(ColdCacheOptions):
     title: ClassVar[str] = "convolution at chosen shapes (conv)"
     conv_shapes: ConvShapes | None = Field(None, description="the convolutions conv:listed measures, "
                                            "NxCINxCOUTxHW[xKERNEL[xGROUPS]] each (batch, channels in and out, the "
                                            "output's side, kernel side 3 and groups 1 unless given; stride 1; a "
                                            "comma list: `gapbench assess` names a traced step's own)",
                                            json_schema_extra={"metavar": "NxCINxCOUTxHW[xK[xG[xS[xP]]]][,...]"})
-    flush_cache: bool = Field(False, description="overwrite the last-level cache before each convolution call (a "
-                              "cold cache, as a model's convolutions meet it: its activations and weights have "
-                              "left the cache since their last use)")
 
 
 OPTIMIZERS = ("adamw", "adam", "sgd")
