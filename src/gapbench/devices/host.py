@@ -18,7 +18,7 @@ ENV_PREFIXES = (
     "PYTORCH_", "TORCH_", "HIPBLASLT_", "ROCBLAS_", "MIOPEN_", "HIP_", "HSA_", "ROCR_", "NCCL_", "RCCL_",
     "CUBLAS", "CUBLASLT_", "CUDNN_", "CUDA_", "NVIDIA_", "OMP_", "MKL_", "OPENBLAS_", "KMP_", "GOMP_",
     "ONEDNN_", "DNNL_", "ZE_", "SYCL_", "ONEAPI_", "CCL_", "ASCEND_", "HCCL_", "TORCH_NPU_", "MPS_",
-    "GAPBENCH_", "TRITON_", "TORCHINDUCTOR_",
+    "GAPBENCH_", "TRITON_", "TORCHINDUCTOR_", "MALLOC_", "GLIBC_TUNABLES",
 )
 ENV_EXCLUDE = ("GAPBENCH_DB",)
 # env vars of the collective libraries and launchers worth recording with a distributed result

@@ -24,7 +24,7 @@ import tempfile
 import time
 
 from gapbench.distributed.info import under_launcher
-from gapbench.engine.jobs import WorkloadJob
+from gapbench.engine.jobs import WorkloadJob, worker_env
 from gapbench.engine.supervise import Child, Outcome
 
 HEARTBEAT_STALE_S = 5.0
@@ -53,10 +53,8 @@ def _run(job: WorkloadJob, timeout_s: float, on_event, folder: str) -> Outcome:
     job_file = os.path.join(folder, "job.json")
     with open(job_file, "w", encoding="utf-8") as f:
         f.write(job.model_dump_json())
-    env = dict(os.environ)
+    env = worker_env(job)
     env.update(GAPBENCH_JOB_FILE=job_file, GAPBENCH_DIST_DIR=folder)
-    if job.threads:
-        env["OMP_NUM_THREADS"] = str(job.threads)
     if job.nproc:
         for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK", "MASTER_ADDR",
                   "MASTER_PORT", "TORCHELASTIC_USE_AGENT_STORE"):

@@ -4,7 +4,6 @@ the rest. Nothing a worker does can stop the others or lose what finished."""
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from collections.abc import Callable
@@ -12,7 +11,7 @@ from dataclasses import dataclass, field, replace
 
 from gapbench.engine import failures
 from gapbench.engine.events import Describe, Done, EventError, Hello, Result, SetupError, Start, Variants, read_event
-from gapbench.engine.jobs import WorkloadJob
+from gapbench.engine.jobs import WorkloadJob, worker_env
 from gapbench.engine.supervise import Child, Outcome
 from gapbench.engine.variant import MIN_VARIANT_BUDGET_S
 from gapbench.results import Measurement, variant_key
@@ -24,13 +23,6 @@ MAX_RANKS = 4096  # the ranks of a group started by an outside launcher, which t
 
 # a launcher runs one job: (job, timeout_s, on_event) -> Outcome
 Launcher = Callable[[WorkloadJob, float, Callable[[dict], float | None]], Outcome]
-
-
-def worker_env(job: WorkloadJob) -> dict:
-    env = dict(os.environ)
-    if job.threads:
-        env["OMP_NUM_THREADS"] = str(job.threads)
-    return env
 
 
 def launch_worker(job: WorkloadJob, timeout_s: float, on_event) -> Outcome:
