@@ -80,7 +80,7 @@ def _scaled_config(spec: dict, scale: float) -> dict:
             cfg[k] = max(16, int(cfg[k] * scale) // 16 * 16)
         elif k in _DEPTHS:
             cfg[k] = min(cfg[k], 2)  # two: a model that spreads a schedule over its layers (RWKV) divides by depth-1
-        elif k == "hidden_sizes" and "stage_out_channels" not in cfg:  # HGNet's name its stages' outputs, unscaled
+        elif k == "hidden_sizes" and "stage_out_channels" not in cfg:  # HGNet's are its stages' outputs
             cfg[k] = [max(8, int(h * scale) // 8 * 8) for h in cfg[k]]
         elif k == "depths":
             cfg[k] = [1 for _ in cfg[k]]

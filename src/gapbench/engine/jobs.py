@@ -11,11 +11,9 @@ from gapbench.record import Json, Record
 from gapbench.timing import DEFAULT_BUDGET
 
 # glibc's malloc as a training process has it after its first steps: the dynamic mmap threshold risen to its cap
-# (32 MiB on 64-bit) by the free of a mapped block that large, the trim threshold to twice that. A fresh worker starts
-# at 128 KiB, so each timed call of a few MB maps its output anew and faults its pages in, which a model's steady state
-# does not: one 1x1 convolution writing 6.3 MB, on two threads, took 4.7-5.7 ms a call so, against 1.1-1.3 ms. Set
-# only where the caller's environment does not already say (MALLOC_* or GLIBC_TUNABLES); other C libraries ignore
-# the names.
+# (32 MiB on 64-bit), the trim threshold to twice that. A fresh worker starts at 128 KiB and would fault each timed
+# call's output of a few MB in anew, which a model's step does not (docs/design.md has the measurements). Set only
+# where the caller's environment does not already say (MALLOC_* or GLIBC_TUNABLES); other C libraries ignore them.
 STEADY_MALLOC = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(64 << 20)}
 
 
