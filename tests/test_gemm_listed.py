@@ -17,7 +17,7 @@ from gapbench import results
 from gapbench.assess.rates import platform_rates
 from gapbench.assess.speed import unmeasured_gemm
 from gapbench.devices import resolve
-from gapbench.timing import Budget, time_fn
+from gapbench.timing import Budget, CacheFlusher, time_fn
 
 
 def _gapbench(*args: str, cwd) -> subprocess.CompletedProcess:
@@ -77,9 +77,18 @@ def test_a_row_measured_cold_is_taken_over_a_hot_one_at_the_same_shape(tmp_path)
 def test_a_cold_cache_timing_counts_the_flush_in_its_budget():
     dev = resolve("cpu")
     budget = Budget(seconds=1.0, min_time_s=0.05, repeats=5)
-    t0 = time.perf_counter()
     timing = time_fn(lambda: None, dev, budget, flush_cache=True, measure_energy=False)
-    elapsed = time.perf_counter() - t0
     assert timing.cache_flush_bytes and len(timing.samples) >= budget.min_repeats
-    # each flush overwrites twice the last-level cache (on a large one, tens of ms): planned for, not ignored
-    assert elapsed < 2 * budget.seconds + 1.0, elapsed
+    # each flush overwrites twice the last-level cache (on a large one, tens of ms): planned for, not ignored.
+    # The plan is judged by the flushes it made, each costing at least the fastest flush seen here, not by the
+    # test's wall clock (other tests share the cores): an empty call alone would plan thousands of them.
+    flusher = CacheFlusher(dev)
+    fastest = min(_seconds(flusher) for _ in range(5))
+    flushes = timing.iterations * len(timing.samples)
+    assert flushes * fastest < 2 * budget.seconds, (flushes, fastest)
+
+
+def _seconds(fn) -> float:
+    t0 = time.perf_counter()
+    fn()
+    return time.perf_counter() - t0
