@@ -7,7 +7,8 @@ and shape, grouped GEMM, convolution, attention, element-wise, bandwidth, per-op
 `gapbench run -w gemm:listed --flush-cache` the GEMM shapes the models' steps use (the shapes `gapbench assess`
 names: those that carry 99% of each step's GEMM FLOPs), each with the cache overwritten before every call, one
 `gapbench run -w conv:listed` their convolutions likewise, one `gapbench run -w attention:listed` their attentions
-(keys' sequence and causality as called), one
+(keys' sequence and causality as called), one `gapbench run -w grouped-gemm:listed` their grouped GEMMs at the group
+sizes the step's routing gave (mixture-of-experts layers), one
 `gapbench run -w optimizer:listed` their optimizer steps over each model's own parameter set, and,
 right after, one `gapbench run --workload-file benchmarks/assess_models.py` measures each model's training step
 (forward, loss, backward, AdamW), each in --runs interleaved passes. Each model's step is traced through `--entry`
@@ -128,6 +129,17 @@ def step_attentions(works) -> list[str]:
     return _carrying(works, lambda it: it.attention_spec)
 
 
+def grouped_file(threads: int) -> str:
+    return f"grouped-{threads}t.json"
+
+
+def step_grouped(works) -> list[str]:
+    """The grouped GEMMs at their routed group sizes ('SIZESxNxK' | 'MxNxSIZES', as grouped-gemm:listed measures
+    them) that carry SHAPE_SHARE of each traced step's grouped GEMM FLOPs, most FLOPs first, each once over all the
+    steps."""
+    return _carrying(works, lambda it: it.grouped_spec)
+
+
 def pools_file(threads: int) -> str:
     """Pooling rows (elementwise --elementwise-ops …pool…) measured after a folder's rates, in a folder whose
     suite run predates them."""
@@ -212,9 +224,9 @@ def dtypes_at(threads: int, bf16: bool) -> list[str]:
 
 def measure(out: Path, names: list[str], runs: int, bf16: bool, reuse: bool, shapes: list[str],
             convs: list[str] = (), model_runs: int | None = None, param_sets: list[str] = (),
-            attentions: list[str] = ()) -> list[dict]:
-    """Per thread count: the rates (the `assess` suite, the steps' GEMM shapes, convolutions, attentions and
-    optimizer steps), then the models
+            attentions: list[str] = (), grouped: dict[str, list[str]] | None = None) -> list[dict]:
+    """Per thread count: the rates (the `assess` suite, the steps' GEMM shapes, convolutions, attentions, grouped
+    GEMMs at their group sizes (`grouped`: per dtype, the specs its steps call) and optimizer steps), then the models
     right after, so that a side's rates and its models are measured close together in time on a shared machine.
     The models in `model_runs` passes (default: `runs`): the measured gap is the yardstick, and its interval
     narrows with the passes."""
@@ -232,6 +244,11 @@ def measure(out: Path, names: list[str], runs: int, bf16: bool, reuse: bool, sha
         if attentions:
             plan.append((attentions_file(t), ["-w", "attention:listed", "--attention-shapes", ",".join(attentions),
                                               "--dtype", dtypes, "--label", label(t)]))
+        grouped_here = {d: specs for d, specs in (grouped or {}).items() if d in dtypes_at(t, bf16) and specs}
+        if grouped_here:
+            specs = list(dict.fromkeys(s for specs in grouped_here.values() for s in specs))
+            plan.append((grouped_file(t), ["-w", "grouped-gemm:listed", "--grouped-shapes", ",".join(specs),
+                                           "--dtype", ",".join(grouped_here), "--label", label(t)]))
         if param_sets:
             plan.append((optims_file(t), ["-w", "optimizer:listed", "--param-sets", ",".join(param_sets), "--dtype",
                                           dtypes, "--label", label(t)]))
@@ -259,7 +276,8 @@ def same_host(a: dict, b: dict) -> bool:
 def listed_files(out: Path, threads: int) -> list[str]:
     """The folder's rows at the steps' own shapes for a thread count, as far as measured."""
     return [f for f in (shapes_file(threads), cold_shapes_file(threads), convs_file(threads),
-                        attentions_file(threads), optims_file(threads), pools_file(threads)) if (out / f).exists()]
+                        attentions_file(threads), grouped_file(threads), optims_file(threads), pools_file(threads))
+            if (out / f).exists()]
 
 
 def foreign_files(out: Path, threads: int) -> dict[str, str]:
@@ -447,8 +465,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bf16", action="store_true", help="add the fp32 vs bf16 pair at 1 thread")
     ap.add_argument("--reuse", action="store_true", help="keep runs already in --out; measure only what is missing")
     ap.add_argument("--no-listed", action="store_true", help="do not measure the steps' own GEMM shapes, "
-                    "convolutions, attentions and optimizer steps (gemm:listed, conv:listed, attention:listed, "
-                    "optimizer:listed): the prediction reads the assess suite's rows only")
+                    "convolutions, attentions, grouped GEMMs and optimizer steps (gemm:listed, conv:listed, "
+                    "attention:listed, grouped-gemm:listed, optimizer:listed): the prediction reads the assess "
+                    "suite's rows only")
     ap.add_argument("--measure-only", action="store_true",
                     help="measure what is missing in --out and stop before predicting: the score comes later, with "
                          "--reuse, once the step-time model is final")
@@ -469,8 +488,10 @@ def main(argv: list[str] | None = None) -> int:
     convs = [] if args.no_listed else step_convs(works.values())
     param_sets = [] if args.no_listed else step_param_sets(works.values())
     attentions = [] if args.no_listed else step_attentions(works.values())
+    grouped = {} if args.no_listed else {d: step_grouped([w for (_, wd), w in works.items() if wd == d])
+                                         for d in dict.fromkeys(wd for _, wd in works)}
     log += measure(out, names, args.runs, args.bf16, args.reuse, shapes, convs, args.model_runs, param_sets,
-                   attentions)
+                   attentions, grouped)
     log_file.write_text(json.dumps(log, indent=1) + "\n", encoding="utf-8")
     if args.measure_only:
         print(f"measured into {out}; nothing predicted or scored", file=sys.stderr)

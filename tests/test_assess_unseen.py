@@ -121,6 +121,20 @@ def test_the_models_rows_take_their_own_passes_and_measure_only_scores_nothing(t
     assert scored == [] and not Path(f"{out}.md").exists() and (out / "runs.json").exists()
 
 
+def test_routed_groups_are_measured_at_their_own_sizes_where_their_dtype_is_measured(tmp_path, monkeypatch):
+    ran = []
+    monkeypatch.setattr(assess_unseen, "gapbench", lambda *a: ran.append(a) or {"command": " ".join(a)})
+    grouped = {"bf16": ["82+173x64x32", "32x64x82+173"], "fp32": []}
+    assess_unseen.measure(tmp_path, ["vit"], 1, True, False, [], [], grouped=grouped)
+    listed = [a for a in ran if "grouped-gemm:listed" in a]
+    assert len(listed) == 1 and "grouped-1t.json" in listed[0][listed[0].index("-o") + 1]  # bf16: one thread only
+    args = listed[0]
+    assert args[args.index("--grouped-shapes") + 1] == "82+173x64x32,32x64x82+173"
+    assert args[args.index("--dtype") + 1] == "bf16"
+    (tmp_path / "grouped-1t.json").write_text("{}")
+    assert "grouped-1t.json" in assess_unseen.listed_files(tmp_path, 1)
+
+
 def test_a_measured_gap_is_known_within_5pp_only_when_both_ends_of_its_interval_are():
     row = {"error_pp": 3.0, "predicted_in_measured_interval": True, "measured_in_predicted_interval": True,
            "measured_gap_pct": 20.0, "measured_interval_pct": [16.0, 24.5]}

@@ -106,3 +106,116 @@ def test_assess_prices_grouped_calls_at_the_grouped_rate_and_says_when_it_has_no
     none = platform_rates(results.load(rates_file(tmp_path / "c.json", gemm_tflops=1.0, per_op_us=1e-6)))
     pred, missing = predict([(work, slow), (work, none)])
     assert pred is None and any("no fp32 grouped GEMM rows (grouped-gemm)" in m for m in missing)
+
+
+# ---- the groups' own sizes: a routed layer's uneven groups ------------------------------------------------------
+
+def _listed_ctx(shapes: str):
+    from gapbench.workloads.micro.options import GroupedShapeOptions
+
+    return Context(device=resolve("cpu"), preset="listed", budget_s=5, min_time_s=0.01, repeats=3,
+                   options=GroupedShapeOptions(grouped_shapes=shapes, dtype=["fp32"]).model_dump())
+
+
+def test_listed_measures_each_group_at_its_own_size_and_checks_the_last_non_empty_one():
+    w = get("grouped-gemm")
+    ctx = _listed_ctx("5+0+19+8x24x16,12x24x5+0+19+8")
+    variants = w.variants("listed", ctx)
+    assert [(v.params["layout"], v.params["sizes"], v.params["m"], v.params["n"], v.params["k"]) for v in variants] \
+        == [("rows", "5+0+19+8", 8, 24, 16), ("k", "5+0+19+8", 12, 24, 8)]
+    # FLOPs of the groups as given: 2·Σrows·n·k and 2·m·n·Σk, not the mean group's times the groups
+    assert [v.flops for v in variants] == [2.0 * 32 * 24 * 16, 2.0 * 12 * 24 * 32]
+    rows = [run_variant(w, v, ctx) for v in variants]
+    assert all(r.ok and r.value > 0 for r in rows), [r.error for r in rows]
+    for v in variants:
+        op = w.build(v, ctx)
+        assert op.check() == ""
+        good = op.fn
+        rows_layout = v.params["layout"] == "rows"
+
+        def last_group_off(good=good, rows_layout=rows_layout):
+            out = good().clone()
+            (out[-8:] if rows_layout else out[-1]).mul_(1.01)   # the last group: 8 rows, or the last product
+            return out
+
+        op.fn = last_group_off
+        assert "group 3" in op.check()
+
+
+def test_listed_without_shapes_or_with_a_bad_one_is_one_line_and_exit_2(tmp_path):
+    from tests.test_gemm_listed import _gapbench
+
+    for extra, said in (((), "none were given"),
+                        (("--grouped-shapes", "8+8x16x8+8"), "is not a grouped GEMM shape"),
+                        (("--grouped-shapes", "0+0x16x16"), "not all 0")):
+        out = tmp_path / "never.json"
+        p = _gapbench("run", "--device", "cpu", "-w", "grouped-gemm:listed", *extra, "--no-history", "-o", str(out),
+                      cwd=tmp_path)
+        assert p.returncode == 2 and said in p.stderr, p.stderr
+        assert len(p.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
+def _routed_step(sizes=(5, 0, 19, 8), k=16, n=24):
+    """A routed layer's forward and backward through torch._grouped_mm, its groups as a router left them."""
+    x = torch.randn(sum(sizes), k, requires_grad=True)
+    w = torch.randn(len(sizes), n, k).transpose(-2, -1).requires_grad_(True)
+    offs = torch.tensor(sizes, dtype=torch.int32).cumsum(0, dtype=torch.int32)
+
+    def step():
+        out = torch._grouped_mm(x, w, offs=offs)
+        out.backward(torch.ones(out.shape))
+
+    return step
+
+
+def test_a_trace_on_real_tensors_keeps_the_groups_sizes_and_names_them_as_listed_measures_them():
+    from gapbench.assess.work import grouped_sizes
+
+    rec = WorkRecorder()
+    with rec:
+        _routed_step()()
+    grouped = [i for i in rec.work("moe").items if i.groups]
+    assert {i.sizes for i in grouped} == {(5, 0, 19, 8)}
+    assert {(i.phase, i.layout, i.grouped_spec) for i in grouped} == {
+        ("forward", "rows", "5+0+19+8x24x16"), ("backward", "rows", "5+0+19+8x16x24"),
+        ("backward", "k", "24x16x5+0+19+8")}   # the weight gradient as torch computes it: gradᵀ · x per group
+    # on fake tensors the offsets have no values: the groups are taken as equal and no spec is named
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    ends = torch.tensor([5, 5, 24, 32], dtype=torch.int32)
+    with FakeTensorMode() as mode:
+        offs = mode.from_tensor(ends)
+        a, b = torch.empty(32, 16), torch.empty(4, 16, 24)
+    assert grouped_sizes((a, b, offs)) == ()
+
+
+def test_assess_prices_a_routed_call_at_its_own_sizes_and_names_the_calls_it_has_no_such_row_for(tmp_path):
+    from gapbench.assess.speed import unmeasured_grouped
+    from gapbench.report.assess import _grouped_line
+
+    rec = WorkRecorder()
+    with rec:
+        _routed_step()()
+    grouped = [i for i in rec.work("moe").items if i.groups]
+    work = Work("moe", grouped, dtype="fp32")
+    equal = [_m("grouped-gemm", {"dtype": "fp32", "groups": 4, "m": 8, "n": n, "k": k, "layout": lay}, 0.004,
+                "TFLOP/s") for lay, n, k in (("rows", 24, 16), ("rows", 16, 24), ("k", 24, 8))]
+    own = [_m("grouped-gemm", {"dtype": "fp32", "groups": 4, "m": m, "n": n, "k": k, "layout": lay,
+                               "sizes": "5+0+19+8"}, 0.001, "TFLOP/s")
+           for lay, m, n, k in (("rows", 8, 24, 16), ("rows", 8, 16, 24), ("k", 24, 16, 8))]
+    without = platform_rates(results.load(rates_file(tmp_path / "a.json", gemm_tflops=1.0, per_op_us=1e-6,
+                                                     extra=equal)))
+    with_own = platform_rates(results.load(rates_file(tmp_path / "b.json", gemm_tflops=1.0, per_op_us=1e-6,
+                                                      extra=equal + own)))
+    pred, missing = predict([(work, without), (work, with_own)])
+    assert missing == []
+    flops = sum(i.flops * i.count for i in grouped)
+    source, target = (next(c for c in p.classes if c.cls == "gemm") for p in (pred.source, pred.target))
+    assert target.seconds == pytest.approx(flops / 1e9)  # its own rows: 0.001 TFLOP/s
+    assert source.seconds == pytest.approx(flops / 4e9)  # equal groups of the mean: 0.004 TFLOP/s
+    specs, share = unmeasured_grouped(work, without)
+    assert {s for _, s in specs} == {"5+0+19+8x24x16", "5+0+19+8x16x24", "24x16x5+0+19+8"} and share == 1.0
+    assert unmeasured_grouped(work, with_own) == ((), 0.0)
+    line = _grouped_line(pred.source)
+    assert "grouped-gemm:listed --dtype fp32 --grouped-shapes" in line and "24x16x5+0+19+8" in line
+    assert _grouped_line(pred.target) == ""

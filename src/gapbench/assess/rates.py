@@ -39,7 +39,7 @@ from gapbench.compare.keys import ACCUM, beside_only, row_variant
 from gapbench.compare.rates import is_end_to_end
 from gapbench.results import Measurement, ResultSet
 from gapbench.stats import normal_quantile
-from gapbench.workloads.micro.options import default_padding
+from gapbench.workloads.micro.options import default_padding, grouped_spec
 
 MEMBW_KERNELS = ("copy", "scale", "add", "triad", "dot")
 LAUNCH_KINDS = ("op", "train", "infer")
@@ -79,6 +79,7 @@ class GemmPoint:
     kernel: int = 0  # convolutions: kernel elements per channel (9 for 3×3, 1 for 1×1)
     groups: int = 0  # grouped GEMMs: the groups of one call (m, n, k: one group's); grouped convolutions: theirs
     layout: str = ""  # grouped GEMMs: rows | k (which dimension the offsets split)
+    sizes: tuple[int, ...] = ()  # grouped GEMMs measured at given group sizes (grouped-gemm:listed); (): equal groups
     stride: int = 1  # convolutions: the stride (a row of conv:listed can have one; the fixed presets' are 1)
     padding: int = -1  # convolutions: the padding (-1: not a convolution)
     cold: bool = False  # measured with the last-level cache overwritten before each call (--flush-cache)
@@ -141,13 +142,20 @@ class PlatformRates:
         measured cold (`--flush-cache`) before a hot one."""
         return _nearest(self.gemm.get(dtype) or [], shape)
 
-    def grouped_rate(self, dtype: str, shape: tuple[int, int, int], groups: int, layout: str) -> GemmPoint | None:
-        """The measured grouped GEMM of this dtype nearest in one group's shape and, at half weight, in the number
-        of groups, among those of the same layout where there are any."""
+    def grouped_rate(self, dtype: str, shape: tuple[int, int, int], groups: int, layout: str,
+                     sizes: tuple[int, ...] = ()) -> GemmPoint | None:
+        """The measured grouped GEMM of this dtype at the call's own group sizes where a row has them (and the same
+        other two dimensions), else the one nearest in one group's shape and, at half weight, in the number of
+        groups, among those of the same layout where there are any."""
         points = self.grouped.get(dtype) or []
         same = [p for p in points if p.layout == layout] or points
         if not same:
             return None
+        fixed = (1, 2) if layout == "rows" else (0, 1)  # the dimensions the offsets do not split
+        own = [p for p in same if sizes and p.layout == layout and p.sizes == tuple(sizes)
+               and all((p.m, p.n, p.k)[i] == shape[i] for i in fixed)]
+        if own:
+            return max(own, key=lambda p: p.rate.value)
         g = max(1, groups)
         return min(same, key=lambda p: (shape_distance((p.m, p.n, p.k), shape) + 0.5 * abs(math.log(p.groups / g)),
                                         -p.rate.value))
@@ -423,9 +431,12 @@ def _add_conv(pr: PlatformRates, m: Measurement) -> None:
 def _add_grouped(pr: PlatformRates, m: Measurement) -> None:
     v = m.variant
     g, mm, nn, kk = int(v["groups"]), int(v["m"]), int(v["n"]), int(v["k"])
+    sizes = tuple(int(x) for x in str(v["sizes"]).split("+")) if v.get("sizes") else ()
+    what = f"{g}×{mm}x{nn}x{kk}" if not sizes else \
+        grouped_spec(str(v.get("layout")), sizes, *((nn, kk) if v.get("layout") == "rows" else (mm, nn)))
     pr.grouped.setdefault(str(v.get("dtype")), []).append(GemmPoint(mm, nn, kk, _rate(
-        m, m.value * 1e12, f"grouped-gemm {v.get('dtype')} {g}×{mm}x{nn}x{kk} ({v.get('layout')})"),
-        groups=g, layout=str(v.get("layout", ""))))
+        m, m.value * 1e12, f"grouped-gemm {v.get('dtype')} {what} ({v.get('layout')})"),
+        groups=g, layout=str(v.get("layout", "")), sizes=sizes))
 
 
 def _add_attention(pr: PlatformRates, m: Measurement) -> None:

@@ -3,8 +3,9 @@
 Each traced operator call costs, on a platform (its rates from its results file, assess.rates):
 
     gemm              max(FLOPs / GEMM rate at the nearest measured shape of its dtype, bytes / bandwidth); a
-                      grouped one (torch._grouped_mm) at the grouped GEMM rate of its dtype and layout nearest in
-                      one group's shape and the number of groups
+                      grouped one (torch._grouped_mm) at the grouped GEMM rate of its dtype and layout measured at
+                      its own group sizes (a trace on real tensors has them), else the nearest in one group's shape
+                      and the number of groups
     conv              max(FLOPs / convolution rate of its dtype, pass and kernel size at the nearest im2col shape,
                       bytes / bw); a grouped one of few channels per group (a depthwise one) at the grouped rows
                       only, one of 8 channels per group or more as `groups` dense ones of one group's channels
@@ -90,6 +91,10 @@ class SidePrediction:
     # 'NUMEL*COUNT+…', how they were priced: 'nearest' set of the same optimizer | 'per-operator': no row of that
     # optimizer and dtype)
     unmeasured_optimizer: tuple[tuple[str, str, str, str], ...] = ()
+    # its grouped GEMMs traced with their group sizes (on real tensors) that this side has no row at those sizes
+    # for: (dtype, 'SIZESxNxK' | 'MxNxSIZES'), and their share of the step's grouped GEMM FLOPs
+    unmeasured_grouped: tuple[tuple[str, str], ...] = ()
+    unmeasured_grouped_share: float = 0.0
 
 
 SHAPE_TOLERANCE = 0.25  # sum of |log| ratios of m, n, k within which a measured GEMM row is "at" a step's shape
@@ -284,6 +289,17 @@ def unmeasured_attention(work: Work, pr: PlatformRates) -> tuple[tuple[tuple[str
     return _unmeasured(work, lambda it: it.attention_spec, far)
 
 
+def unmeasured_grouped(work: Work, pr: PlatformRates) -> tuple[tuple[tuple[str, str], ...], float]:
+    """The traced step's grouped GEMMs with group sizes (a trace on real tensors) that this side has no row at those
+    sizes for (`grouped-gemm:listed --grouped-shapes` measures them), most FLOPs first, and their share of the
+    step's grouped GEMM FLOPs: a routed layer's uneven groups can run far from equal ones of their mean."""
+    def far(it) -> bool:
+        point = pr.grouped_rate(it.dtype, it.shape, it.groups, it.layout, it.sizes)
+        return point is None or point.sizes != it.sizes
+
+    return _unmeasured(work, lambda it: it.grouped_spec, far)
+
+
 def unmeasured_optimizer(work: Work, pr: PlatformRates) -> tuple[tuple[str, str, str, str], ...]:
     out = []
     for step in work.optimizers:
@@ -338,7 +354,7 @@ def compute_rate(pr: PlatformRates, it):
     backward = "backward" in it.op
     pas = "backward" if backward else "forward"
     if it.cls == "gemm" and it.groups:
-        return (pr.grouped_rate(it.dtype, shape, it.groups, it.layout),
+        return (pr.grouped_rate(it.dtype, shape, it.groups, it.layout, it.sizes),
                 f"no {it.dtype} grouped GEMM rows (grouped-gemm)")
     if it.cls == "gemm":
         return pr.gemm_rate(it.dtype, shape), f"no {it.dtype} GEMM rows (gemm)"
@@ -436,7 +452,7 @@ def predict(sides: list[tuple[Work, PlatformRates]], draws: int = DRAWS, seed: i
                                          "train" if work.has_backward else "infer", pr.synchronous, pr.spread,
                                          pr.spread_basis, flagged, *unmeasured_gemm(work, pr),
                                          *unmeasured_conv(work, pr), *unmeasured_attention(work, pr),
-                                         unmeasured_optimizer(work, pr)))
+                                         unmeasured_optimizer(work, pr), *unmeasured_grouped(work, pr)))
     glo, ghi = np.percentile(gaps, q)
     check, note = measured_check(sides, point, history)
     return SpeedPrediction(side_preds[0], side_preds[1], (point[0] / point[1] - 1) * 100, float(glo), float(ghi),

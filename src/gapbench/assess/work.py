@@ -29,7 +29,7 @@ from torch.utils._pytree import tree_flatten
 from gapbench.coverage.dispatch import OpRecorder, in_backward
 from gapbench.devices.dtypes import name_of
 from gapbench.workloads.micro.launch import SKIPPED, is_composite
-from gapbench.workloads.micro.options import default_padding, param_set_spec
+from gapbench.workloads.micro.options import default_padding, grouped_spec, param_set_spec
 
 CLASSES = ("gemm", "conv", "attention", "memory", "collective", "view")
 COMPUTE = ("gemm", "conv", "attention")  # classes priced by a FLOP rate
@@ -54,6 +54,7 @@ class Item:
     groups: int = 0  # a grouped gemm: its groups (shape is then one group's (m, n, k)); a grouped conv: its groups
     #                  (the channels of a depthwise one); 0: not grouped
     layout: str = ""  # a grouped gemm: rows (the offsets split the rows) | k (they split the shared dimension)
+    sizes: tuple[int, ...] = ()  # a grouped gemm traced on real tensors: each group's rows (rows) or share of k (k)
     images: int = 0  # conv: the batch (the images of one call; shape's m is images × output pixels)
     stride: int = 0  # conv: its stride (the larger of its two; 0: not a convolution)
     padding: int = 0  # conv: its padding (the larger of its two)
@@ -63,7 +64,8 @@ class Item:
     @property
     def key(self) -> tuple:
         return (self.op, self.cls, self.dtype, self.phase, self.flops, self.bytes, self.shape, self.elements,
-                self.kernel, self.groups, self.layout, self.images, self.stride, self.padding, self.kv, self.causal)
+                self.kernel, self.groups, self.layout, self.sizes, self.images, self.stride, self.padding, self.kv,
+                self.causal)
 
     @property
     def attention_spec(self) -> str | None:
@@ -74,6 +76,16 @@ class Item:
             return None
         bh, seq, d = self.shape
         return f"{bh}x{seq}x{d}" + (f"x{self.kv}" if self.kv and self.kv != seq else "") + ("c" if self.causal else "")
+
+    @property
+    def grouped_spec(self) -> str | None:
+        """A grouped matrix multiply traced on real tensors as `grouped-gemm:listed --grouped-shapes` measures it,
+        SIZESxNxK (layout rows) or MxNxSIZES (layout k), its groups' own sizes joined by +; None for anything else
+        (a trace on fake tensors knows no sizes)."""
+        if self.cls != "gemm" or not self.groups or len(self.sizes) < 2 or not self.shape:
+            return None     # one group is a dense GEMM (and a spec without + reads as layout rows)
+        m, n, k = self.shape
+        return grouped_spec(self.layout, self.sizes, *((n, k) if self.layout == "rows" else (m, n)))
 
     @property
     def conv_spec(self) -> str | None:
@@ -108,6 +120,7 @@ class Item:
                 "flops": self.flops, "bytes": self.bytes, "shape": list(self.shape) if self.shape else None,
                 "elements": self.elements, "kernel": self.kernel,
                 **({"groups": self.groups, "layout": self.layout} if self.groups else {}),
+                **({"sizes": list(self.sizes)} if self.sizes else {}),
                 **({"images": self.images, "stride": self.stride, "padding": self.padding} if self.images else {}),
                 **({"kv": self.kv} if self.kv else {}), **({"causal": True} if self.causal else {})}
 
@@ -348,11 +361,28 @@ def grouped_dims(args) -> tuple[int, tuple[int, int, int], str] | None:
     return None
 
 
+def grouped_sizes(args) -> tuple[int, ...]:
+    """Each group's size (rows, or share of the shared dimension) of a torch._grouped_mm call with offsets, read from
+    the offsets' values; () where they have none (fake tensors, a batch of equal groups)."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    ts = _tensors(args)
+    offs = ts[2] if len(ts) > 2 and ts[2].dim() == 1 else None
+    if offs is None or isinstance(offs, FakeTensor) or offs.device.type == "meta" or ts[0].dim() != 2 \
+            or ts[1].dim() not in (2, 3):
+        return ()   # only where the offsets split the rows or the shared dimension (a 3-D × 2-D call splits n)
+    ends = [int(x) for x in offs.tolist()]
+    return tuple(e - s for s, e in zip([0, *ends[:-1]], ends, strict=True))
+
+
 def _grouped_mm(*args, **kwargs) -> int:
     dims = grouped_dims(args)
     if dims is None:
         return 0
-    g, (m, n, k), _ = dims
+    g, (m, n, k), layout = dims
+    total = sum(grouped_sizes(args))  # the groups' own sizes where the offsets have values: no mean rounded down
+    if total:
+        return 2 * total * n * k if layout == "rows" else 2 * m * n * total
     return 2 * g * m * n * k
 
 
@@ -542,7 +572,7 @@ def describe(func, args, kwargs, out, phase: str) -> Item:
     if grouped is not None:
         g, dims, layout = grouped
         return Item(str(func), cls, dtype_name(first.dtype), phase, flops, op_bytes(func, args, kwargs, out, cls),
-                    dims, groups=g, layout=layout)
+                    dims, groups=g, layout=layout, sizes=grouped_sizes(args))
     shape = {"gemm": lambda: gemm_shape(func, args, flops), "conv": lambda: conv_shape(func, args, out),
              "attention": lambda: attention_shape(func, args)}.get(cls, lambda: None)()
     nbytes = _nbytes(first) if cls == "collective" and first is not None else op_bytes(func, args, kwargs, out, cls)

@@ -218,6 +218,7 @@ def _speed_section(a: Assessment) -> Section:
     sec.blocks += [line for p in (src, tgt) if (line := _shapes_line(p))]
     sec.blocks += [line for p in (src, tgt) if (line := _convs_line(p))]
     sec.blocks += [line for p in (src, tgt) if (line := _attention_line(p))]
+    sec.blocks += [line for p in (src, tgt) if (line := _grouped_line(p))]
     sec.blocks += [line for p in (src, tgt) if (line := _optimizer_line(p))]
     m = s.measured
     if m is not None:
@@ -253,6 +254,12 @@ def _attention_line(p) -> str:
     """The same for the step's attentions (attention:listed measures them, forward and backward)."""
     return _listed_line(p.platform, p.unmeasured_attention, p.unmeasured_attention_share, "attention(s)",
                         "attention FLOPs", " of their kind", "attention", "--attention-shapes")
+
+
+def _grouped_line(p) -> str:
+    """The same for the step's grouped GEMMs at their routed group sizes (grouped-gemm:listed measures them)."""
+    return _listed_line(p.platform, p.unmeasured_grouped, p.unmeasured_grouped_share, "grouped GEMM(s)",
+                        "grouped GEMM FLOPs", " of their layout", "grouped-gemm", "--grouped-shapes")
 
 
 def _optimizer_line(p) -> str:

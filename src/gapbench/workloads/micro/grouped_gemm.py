@@ -9,8 +9,14 @@ Two layouts, the two that a grouped layer's training step calls:
   k     (m, G·k) times (G·k, n), the offsets splitting the shared dimension, one (m, n) product per group:
         the weight gradient
 
-FLOPs 2·G·m·n·k per call (m, n, k per group; the groups equal). The second operand is column-major, as the
+FLOPs 2·G·m·n·k per call (m, n, k per group; the groups equal; a listed call's 2·Σm·n·k or 2·m·n·Σk over its
+groups' own sizes). The second operand is column-major, as the
 accelerators' grouped kernels take it. Each variant checks its first and last group against float64 on the CPU.
+
+The `listed` preset measures the calls of --grouped-shapes with the groups' own sizes: a routed layer's groups are
+the tokens its router sent each expert, uneven and changing with the data, and a kernel that loops over the groups
+runs them at the rate of each group's shape, not of their mean (its rows: `sizes`, the groups joined by +; m for
+`rows`, k for `k`, the mean group).
 """
 
 from __future__ import annotations
@@ -18,8 +24,10 @@ from __future__ import annotations
 import torch
 
 from gapbench.devices.dtypes import DTYPES
+from gapbench.errors import GapbenchError
 from gapbench.workloads.base import Context, Variant
 from gapbench.workloads.micro.operator import Op, OperatorWorkload, relative_error
+from gapbench.workloads.micro.options import GroupedShapeOptions
 
 TOLERANCE = {"fp32": 1e-4, "bf16": 3e-2, "fp16": 5e-3}  # of max |error| over max |reference|
 LAYOUTS = ("rows", "k")
@@ -32,6 +40,8 @@ _SHAPES = {
                               (64, 256, 2048, 1024, "rows"), (8, 2048, 4096, 2048, "k"),
                               (64, 2048, 1024, 256, "k")]},
 }
+LISTED_NEEDS = ("the listed preset measures the grouped GEMMs of --grouped-shapes SIZESxNxK|MxNxSIZES[,...]; none were "
+                "given (`gapbench assess --real` names a traced step's own)")
 
 
 class GroupedGemm(OperatorWorkload):
@@ -42,9 +52,16 @@ class GroupedGemm(OperatorWorkload):
                   "mixture-of-experts layer"
     presets = {"tiny": "two 32³ groups per dtype (tests)",
                "quick": "4–8 groups of 128–512 rows, 256–1024 wide, both layouts (CPU) / 8–64 groups of 256–2048 "
-                        "rows, 1024–4096 wide (accelerator)"}
+                        "rows, 1024–4096 wide (accelerator)",
+               "listed": "the grouped GEMMs of --grouped-shapes per dtype, each group its own size (a routed "
+                         "step's own: `gapbench assess --real` names them)"}
     shapes = _SHAPES
+    options = GroupedShapeOptions
     dtypes = ("fp32", "bf16", "fp16")
+
+    def check(self, options, preset: str) -> None:
+        if preset == "listed" and not options.grouped_shapes:
+            raise ValueError(LISTED_NEEDS)
 
     def device_unsupported(self, dtype: str, ctx: Context) -> str:
         if not hasattr(torch, "_grouped_mm"):
@@ -55,46 +72,71 @@ class GroupedGemm(OperatorWorkload):
         out = []
         for d in ctx.dtypes(self.dtypes):
             size = DTYPES[d].itemsize
-            for g, m, n, k, layout in self.shapes_for(preset, ctx):
+            for layout, sizes, m, n, k in self._calls(preset, ctx):
+                g, total = len(sizes), sum(sizes)
                 params = {"dtype": d, "groups": g, "m": m, "n": n, "k": k, "layout": layout}
-                io = g * (m * k + k * n + m * n) * size
-                out.append(Variant(params, flops=2.0 * g * m * n * k, bytes=float(io)))
+                if preset == "listed":
+                    params["sizes"] = "+".join(map(str, sizes))
+                if layout == "rows":
+                    flops, io = 2.0 * total * n * k, total * k + g * k * n + total * n
+                else:
+                    flops, io = 2.0 * m * n * total, m * total + total * n + g * m * n
+                out.append(Variant(params, flops=flops, bytes=float(io * size)))
+        return out
+
+    def _calls(self, preset: str, ctx: Context) -> list[tuple[str, list[int], int, int, int]]:
+        """(layout, the groups' sizes, m, n, k) per call: k is the mean group's share for a `k` layout, m the mean
+        group's rows for a `rows` one (the listed preset's sizes as given, the others' equal)."""
+        if preset != "listed":
+            return [(layout, [m if layout == "rows" else k] * g, m, n, k)
+                    for g, m, n, k, layout in self.shapes_for(preset, ctx)]
+        given = list(dict.fromkeys((lay, tuple(sizes), a, b) for lay, sizes, a, b in
+                                   self.opts(ctx).grouped_shapes or ()))
+        if not given:
+            raise GapbenchError(LISTED_NEEDS)
+        out = []
+        for layout, sizes, a, b in given:
+            mean = max(1, round(sum(sizes) / len(sizes)))
+            out.append((layout, list(sizes), mean, a, b) if layout == "rows" else (layout, list(sizes), a, b, mean))
         return out
 
     def build(self, variant: Variant, ctx: Context) -> Op:
         p = variant.params
         dev, dt = ctx.device.torch_device, ctx.device.torch_dtype(p["dtype"])
-        g, m, n, k = p["groups"], p["m"], p["n"], p["k"]
+        g, m, n, k, layout = p["groups"], p["m"], p["n"], p["k"], p["layout"]
+        sizes = [int(x) for x in str(p["sizes"]).split("+")] if "sizes" in p else \
+            [m if layout == "rows" else k] * g
+        ends = [sum(sizes[:i + 1]) for i in range(len(sizes))]
+        starts = [e - s for e, s in zip(ends, sizes, strict=True)]
+        total = ends[-1]
         gen = torch.Generator().manual_seed(0)
-        if p["layout"] == "rows":
-            a = torch.randn(g * m, k, generator=gen).to(dev, dt)
+        offs = torch.tensor(ends, dtype=torch.int32).to(dev)
+        if layout == "rows":
+            a = torch.randn(total, k, generator=gen).to(dev, dt)
             b = torch.randn(g, n, k, generator=gen).to(dev, dt).transpose(-2, -1)  # (g, k, n), column-major
-            offs = (torch.arange(1, g + 1, dtype=torch.int32) * m).to(dev)
-
-            def fn():
-                return torch._grouped_mm(a, b, offs=offs)
 
             def blocks(out, i):
-                return out[i * m:(i + 1) * m], a[i * m:(i + 1) * m], b[i]
+                return out[starts[i]:ends[i]], a[starts[i]:ends[i]], b[i]
         else:
-            a = torch.randn(m, g * k, generator=gen).to(dev, dt)
-            b = torch.randn(n, g * k, generator=gen).to(dev, dt).t()  # (g·k, n), column-major
-            offs = (torch.arange(1, g + 1, dtype=torch.int32) * k).to(dev)
-
-            def fn():
-                return torch._grouped_mm(a, b, offs=offs)
+            a = torch.randn(m, total, generator=gen).to(dev, dt)
+            b = torch.randn(n, total, generator=gen).to(dev, dt).t()  # (Σk, n), column-major
 
             def blocks(out, i):
-                return out[i], a[:, i * k:(i + 1) * k], b[i * k:(i + 1) * k]
+                return out[i], a[:, starts[i]:ends[i]], b[starts[i]:ends[i]]
+
+        def fn():
+            return torch._grouped_mm(a, b, offs=offs)
+
         tol = TOLERANCE[p["dtype"]]
-        op = Op(fn, lambda: "", f"{p['dtype']} grouped matmul ({p['layout']} layout)")
-        op.check = lambda: _check(op.fn(), blocks, g, tol)  # the output of whatever op.fn runs
+        op = Op(fn, lambda: "", f"{p['dtype']} grouped matmul ({layout} layout)")
+        checked = [i for i in range(g) if sizes[i]][:1] + [i for i in range(g) if sizes[i]][-1:]
+        op.check = lambda: _check(op.fn(), blocks, checked, tol)  # the output of whatever op.fn runs
         return op
 
 
-def _check(out, blocks, groups: int, tol: float) -> str:
-    """The first and the last group of `out` against float64 products of their operands on the CPU."""
-    for i in (0, groups - 1):
+def _check(out, blocks, groups: list[int], tol: float) -> str:
+    """The first and the last non-empty group of `out` against float64 products of their operands on the CPU."""
+    for i in dict.fromkeys(groups):
         got, x, w = blocks(out, i)
         err = relative_error(got, x.to("cpu", torch.float64) @ w.to("cpu", torch.float64), tol, f"group {i}")
         if err:

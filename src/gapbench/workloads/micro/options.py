@@ -1,6 +1,6 @@
-"""The micro workloads' options (gemm, gemm-libs, conv, attention, optimizer, elementwise): the dtypes, whether each
-GEMM call starts with a cold cache, the shapes and parameter sets the `listed` presets measure, the optimizer, and the
-element-wise operators to measure."""
+"""The micro workloads' options (gemm, gemm-libs, grouped-gemm, conv, attention, optimizer, elementwise): the dtypes,
+whether each GEMM call starts with a cold cache, the shapes, group sizes and parameter sets the `listed` presets
+measure, the optimizer, and the element-wise operators to measure."""
 
 from __future__ import annotations
 
@@ -111,6 +111,64 @@ class ConvShapeOptions(ColdCacheOptions):
                                            "output's side, kernel side 3 and groups 1 unless given; stride 1; a "
                                            "comma list: `gapbench assess` names a traced step's own)",
                                            json_schema_extra={"metavar": "NxCINxCOUTxHW[xK[xG[xS[xP]]]][,...]"})
+
+
+MAX_GROUPS = 1024  # groups in one grouped GEMM (a mixture-of-experts layer's experts)
+_SIZES = r"\d+(?:\s*\+\s*\d+)*"
+_GROUPED = re.compile(rf"\s*({_SIZES})\s*[x×]\s*(\d+)\s*[x×]\s*({_SIZES})\s*")
+
+
+def _grouped_shapes(value: Any) -> Any:
+    """'82+173+130x1024x512,512x1024x82+173+130' (or a list of such strings, or of [layout, sizes, a, b]) ->
+    [['rows', [82, 173, 130], 1024, 512], ['k', [82, 173, 130], 512, 1024]]: the groups' sizes where the offsets
+    split the rows (SIZESxNxK: each group's rows, then n and k, as a layer's forward and input gradient call it)
+    or the shared dimension (MxNxSIZES: m and n, then each group's share of k, as its weight gradient calls it).
+    A group may be empty (an expert no token was routed to); a single group is a `rows` one."""
+    value = comma_list(value)
+    if not isinstance(value, list):
+        return value
+    return [_grouped_shape(item) for item in value]
+
+
+def _grouped_shape(item: Any) -> list:
+    shown = repr(item)
+    if isinstance(item, str):
+        found = _GROUPED.fullmatch(item)
+        if not found or ("+" in found.group(1) and "+" in found.group(3)):
+            raise ValueError(f"{item!r} is not a grouped GEMM shape SIZESxNxK or MxNxSIZES, the groups' sizes "
+                             "joined by + (e.g. 82+173+130x1024x512)")
+        first, n, last = found.groups()
+        if "+" in last:
+            item = ["k", [int(x) for x in last.split("+")], int(first), int(n)]
+        else:
+            item = ["rows", [int(x) for x in first.split("+")], int(n), int(last)]
+    if not (isinstance(item, (list, tuple)) and len(item) == 4 and item[0] in ("rows", "k")
+            and isinstance(item[1], (list, tuple)) and 1 <= len(item[1]) <= MAX_GROUPS
+            and all(isinstance(x, int) and 0 <= x <= MAX_DIM for x in item[1]) and sum(item[1]) >= 1
+            and all(isinstance(x, int) and 1 <= x <= MAX_DIM for x in item[2:])):
+        raise ValueError(f"{shown}: a grouped GEMM shape is 1 to {MAX_GROUPS} groups' sizes, each 0 to {MAX_DIM} "
+                         f"and not all 0, and two dimensions, each 1 to {MAX_DIM}")
+    return [item[0], list(item[1]), item[2], item[3]]
+
+
+def grouped_spec(layout: str, sizes, a: int, b: int) -> str:
+    """The spec `--grouped-shapes` reads for one call: 'SIZESxNxK' (layout rows: a, b = n, k) or 'MxNxSIZES'
+    (layout k: a, b = m, n)."""
+    joined = "+".join(str(int(x)) for x in sizes)
+    return f"{joined}x{a}x{b}" if layout == "rows" else f"{a}x{b}x{joined}"
+
+
+GroupedShapes = Annotated[list[tuple[str, list[int], int, int]], BeforeValidator(_grouped_shapes),
+                          Field(min_length=1, max_length=MAX_ITEMS)]
+
+
+class GroupedShapeOptions(DtypeOptions):
+    title: ClassVar[str] = "grouped GEMM at chosen group sizes (grouped-gemm)"
+    grouped_shapes: GroupedShapes | None = Field(
+        None, description="the grouped GEMMs grouped-gemm:listed measures, SIZESxNxK (the offsets split the rows) or "
+        "MxNxSIZES (they split the shared dimension) each, SIZES the groups' sizes joined by + (a comma list: "
+        "`gapbench assess --real` names a traced step's own, with the group sizes its routing gave)",
+        json_schema_extra={"metavar": "SIZESxNxK|MxNxSIZES[,...]"})
 
 
 OPTIMIZERS = ("adamw", "adam", "sgd")
