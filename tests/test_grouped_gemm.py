@@ -117,7 +117,7 @@ def _listed_ctx(shapes: str):
                    options=GroupedShapeOptions(grouped_shapes=shapes, dtype=["fp32"]).model_dump())
 
 
-def test_listed_measures_each_group_at_its_own_size_and_checks_the_last_non_empty_one():
+def test_listed_measures_a_routed_call_with_new_group_sizes_on_every_call_and_checks_each_split():
     w = get("grouped-gemm")
     ctx = _listed_ctx("5+0+19+8x24x16,12x24x5+0+19+8")
     variants = w.variants("listed", ctx)
@@ -127,19 +127,22 @@ def test_listed_measures_each_group_at_its_own_size_and_checks_the_last_non_empt
     assert [v.flops for v in variants] == [2.0 * 32 * 24 * 16, 2.0 * 12 * 24 * 32]
     rows = [run_variant(w, v, ctx) for v in variants]
     assert all(r.ok and r.value > 0 for r in rows), [r.error for r in rows]
+    from gapbench.workloads.micro.grouped_gemm import ROUTED_DRAWS, redrawn
+
+    splits = redrawn([100, 0, 380, 160], ROUTED_DRAWS, torch.Generator().manual_seed(0))
+    assert all(sum(s) == 640 and s[1] == 0 for s in splits)  # as many tokens; an empty group stays empty
+    assert len({tuple(s) for s in splits}) > ROUTED_DRAWS * 0.8  # the sizes change from call to call
+    assert 80 < sum(s[0] for s in splits) / len(splits) < 120  # around the given shares
     for v in variants:
         op = w.build(v, ctx)
-        assert op.check() == ""
+        assert all(op.check() == "" for _ in range(4))  # the given split, then new ones: each checked as run
         good = op.fn
-        rows_layout = v.params["layout"] == "rows"
 
-        def last_group_off(good=good, rows_layout=rows_layout):
-            out = good().clone()
-            (out[-8:] if rows_layout else out[-1]).mul_(1.01)   # the last group: 8 rows, or the last product
-            return out
+        def off(good=good):
+            return good().clone().mul_(1.01)
 
-        op.fn = last_group_off
-        assert "group 3" in op.check()
+        op.fn = off
+        assert "group" in op.check()
 
 
 def test_listed_without_shapes_or_with_a_bad_one_is_one_line_and_exit_2(tmp_path):

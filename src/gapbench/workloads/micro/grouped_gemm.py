@@ -13,10 +13,12 @@ FLOPs 2·G·m·n·k per call (m, n, k per group; the groups equal; a listed call
 groups' own sizes). The second operand is column-major, as the
 accelerators' grouped kernels take it. Each variant checks its first and last group against float64 on the CPU.
 
-The `listed` preset measures the calls of --grouped-shapes with the groups' own sizes: a routed layer's groups are
-the tokens its router sent each expert, uneven and changing with the data, and a kernel that loops over the groups
-runs them at the rate of each group's shape, not of their mean (its rows: `sizes`, the groups joined by +; m for
-`rows`, k for `k`, the mean group).
+The `listed` preset measures the calls of --grouped-shapes as a routed layer makes them: its groups are the tokens
+its router sent each expert, uneven, and new on every step. A call runs first at the sizes given, then at a new split
+of as many tokens each call (each token to a group with the given sizes' shares, ROUTED_DRAWS splits in turn). A
+kernel that compiles or caches per shape pays for every new one: on a CPU, oneDNN's bf16 GEMMs ran a step's routed
+calls at ~700 GFLOP/s with the sizes held and 150 or less with them redrawn. Its rows: `sizes`, the groups joined by
++; m for `rows`, k for `k`, the mean group.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ _SHAPES = {
                               (64, 256, 2048, 1024, "rows"), (8, 2048, 4096, 2048, "k"),
                               (64, 2048, 1024, 256, "k")]},
 }
+ROUTED_DRAWS = 255  # a listed call's splits beyond its own, taken in turn: new sizes on every call of a repeat
 LISTED_NEEDS = ("the listed preset measures the grouped GEMMs of --grouped-shapes SIZESxNxK|MxNxSIZES[,...]; none were "
                 "given (`gapbench assess --real` names a traced step's own)")
 
@@ -106,38 +109,61 @@ class GroupedGemm(OperatorWorkload):
         g, m, n, k, layout = p["groups"], p["m"], p["n"], p["k"], p["layout"]
         sizes = [int(x) for x in str(p["sizes"]).split("+")] if "sizes" in p else \
             [m if layout == "rows" else k] * g
-        ends = [sum(sizes[:i + 1]) for i in range(len(sizes))]
-        starts = [e - s for e, s in zip(ends, sizes, strict=True)]
-        total = ends[-1]
+        total = sum(sizes)
         gen = torch.Generator().manual_seed(0)
-        offs = torch.tensor(ends, dtype=torch.int32).to(dev)
+        # equal groups: one split; a listed call's: its sizes first, then a new split of as many tokens each call
+        splits = [sizes] + (redrawn(sizes, ROUTED_DRAWS, gen) if "sizes" in p else [])
+        offs = [torch.tensor(_ends(s), dtype=torch.int32).to(dev) for s in splits]
+        last = {"split": 0, "next": 0}
         if layout == "rows":
             a = torch.randn(total, k, generator=gen).to(dev, dt)
             b = torch.randn(g, n, k, generator=gen).to(dev, dt).transpose(-2, -1)  # (g, k, n), column-major
 
-            def blocks(out, i):
-                return out[starts[i]:ends[i]], a[starts[i]:ends[i]], b[i]
+            def blocks(out, i, lo, hi):
+                return out[lo:hi], a[lo:hi], b[i]
         else:
             a = torch.randn(m, total, generator=gen).to(dev, dt)
             b = torch.randn(n, total, generator=gen).to(dev, dt).t()  # (Σk, n), column-major
 
-            def blocks(out, i):
-                return out[i], a[:, starts[i]:ends[i]], b[starts[i]:ends[i]]
+            def blocks(out, i, lo, hi):
+                return out[i], a[:, lo:hi], b[lo:hi]
 
         def fn():
-            return torch._grouped_mm(a, b, offs=offs)
+            i = last["split"] = last["next"]
+            last["next"] = (i + 1) % len(offs)
+            return torch._grouped_mm(a, b, offs=offs[i])
 
-        tol = TOLERANCE[p["dtype"]]
+        def check():
+            out = op.fn()  # the output of whatever op.fn runs, read at the split it ran with
+            return _check(out, blocks, splits[last["split"]], TOLERANCE[p["dtype"]])
+
         op = Op(fn, lambda: "", f"{p['dtype']} grouped matmul ({layout} layout)")
-        checked = [i for i in range(g) if sizes[i]][:1] + [i for i in range(g) if sizes[i]][-1:]
-        op.check = lambda: _check(op.fn(), blocks, checked, tol)  # the output of whatever op.fn runs
+        op.check = check
         return op
 
 
-def _check(out, blocks, groups: list[int], tol: float) -> str:
-    """The first and the last non-empty group of `out` against float64 products of their operands on the CPU."""
-    for i in dict.fromkeys(groups):
-        got, x, w = blocks(out, i)
+def redrawn(sizes: list[int], draws: int, gen: torch.Generator) -> list[list[int]]:
+    """`draws` new splits of the same tokens over the same groups, each token sent to a group with the given
+    sizes' shares (an empty group stays empty), as a router's choices change from step to step."""
+    weights = torch.tensor(sizes, dtype=torch.float64)
+    out = []
+    for _ in range(draws):
+        chosen = torch.multinomial(weights / weights.sum(), sum(sizes), replacement=True, generator=gen)
+        out.append(torch.bincount(chosen, minlength=len(sizes)).tolist())
+    return out
+
+
+def _ends(sizes: list[int]) -> list[int]:
+    return [sum(sizes[:i + 1]) for i in range(len(sizes))]
+
+
+def _check(out, blocks, sizes: list[int], tol: float) -> str:
+    """The first and the last non-empty group of `out` (split as `sizes`) against float64 products of their
+    operands on the CPU."""
+    ends = _ends(sizes)
+    full = [i for i in range(len(sizes)) if sizes[i]]
+    for i in dict.fromkeys(full[:1] + full[-1:]):
+        got, x, w = blocks(out, i, ends[i] - sizes[i], ends[i])
         err = relative_error(got, x.to("cpu", torch.float64) @ w.to("cpu", torch.float64), tol, f"group {i}")
         if err:
             return err
