@@ -55,15 +55,7 @@ def test_the_check_finds_a_wrong_group(layout):
 
 def _moe_step(tokens=64, groups=4, k=32, n=48):
     """A mixture-of-experts layer's forward and backward through torch._grouped_mm."""
-    x = torch.randn(tokens, k, requires_grad=True)
-    w = torch.randn(groups, n, k).transpose(-2, -1).requires_grad_(True)
-    offs = torch.arange(1, groups + 1, dtype=torch.int32) * (tokens // groups)
-
-    def step():
-        out = torch._grouped_mm(x, w, offs=offs)
-        out.backward(torch.ones(out.shape))
-
-    return step
+    return _routed_step((tokens // groups,) * groups, k, n)
 
 
 def test_a_traced_grouped_matmul_is_a_gemm_per_group_with_its_layout():
