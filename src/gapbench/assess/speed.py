@@ -366,6 +366,20 @@ def compute_rate(pr: PlatformRates, it):
             f"no {it.dtype} {pas} attention rows (attention)")
 
 
+def priced_items(work: Work, pr: PlatformRates) -> tuple[list[tuple[Item, str, float]], float, list[str]]:
+    """One side's prices, call by call as the prediction sums them: ([(item, class it is priced as, seconds of all
+    its calls' work)], the per-operator seconds every call also pays, what the results file lacks: [] or the
+    lacks alone). An optimizer step priced whole is one item of class optimizer."""
+    table = _Table()
+    plan, missing = plan_side(work, pr, table, 0, _platform_key(pr))
+    if plan is None:
+        return [], 0.0, missing
+    values = np.array([r.value for r in table.rates])
+    seconds = _item_times(plan, values[None, :])[0]
+    return ([(it, cls, float(t)) for it, cls, t in zip(plan.items, plan.classes, seconds, strict=True)],
+            float(values[plan.per_op]), [])
+
+
 def _item_times(plan: _Plan, values: np.ndarray) -> np.ndarray:
     """Seconds of each item (all its calls) for rate values of shape (draws, rates); (draws, items)."""
     padded = np.concatenate([values, np.full((values.shape[0], 1), np.inf)], axis=1)  # index -1: no such term
