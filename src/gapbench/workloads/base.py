@@ -17,7 +17,7 @@ from gapbench.devices.dtypes import DTYPES
 from gapbench.record import MAX_NAME
 from gapbench.results import Measurement
 from gapbench.stats import Stats
-from gapbench.timing import DEFAULT_BUDGET, LOCAL, Agreement, Budget
+from gapbench.timing import DEFAULT_BUDGET, LOCAL, Agreement, Budget, CacheFlusher
 from gapbench.workloads.options import AnyOptions, Options, asked_dtypes
 
 if TYPE_CHECKING:
@@ -153,6 +153,7 @@ class Workload:
             metrics.setdefault("energy_source", timing.energy_source)
         if timing.cache_flush_bytes:
             metrics.setdefault("cache_flush_bytes", timing.cache_flush_bytes)
+            metrics.setdefault("cache_flush", CacheFlusher.KIND)
         extra.setdefault("host_watch", timing.host_watch)
         return self.result(variant, ctx, value=stats.median, stats=stats, metrics=metrics,
                            energy_j=timing.energy_j_per_iter, power_w=timing.power_w, **extra)
