@@ -109,6 +109,33 @@ def test_a_whole_step_is_priced_at_its_own_row_and_its_calls_pay_no_per_operator
     assert p.source.unmeasured_optimizer == ()
 
 
+def test_a_row_measured_cold_prices_the_step_before_a_hot_one_of_the_same_set(tmp_path):
+    work = _traced_step()
+    spec = work.optimizers[0].spec
+    cold = _opt_row(spec, 0.001).model_copy(update={"metrics": {"cache_flush_bytes": 1 << 30,
+                                                                 "cache_flush": "read-write"}})
+    for rows in ([_opt_row(spec, 0.01), cold], [cold, _opt_row(spec, 0.01)]):
+        a = platform_rates(results.load(rates_file(tmp_path / "a.json", gemm_tflops=0.001, per_op_us=10,
+                                                   extra=rows)))
+        p, _ = predict([(work, a), (work, a)])
+        step = next(c for c in p.source.classes if c.cls == "optimizer")
+        assert step.seconds == pytest.approx(10384 / 1e6)
+        assert step.rates == ("optimizer adamw fp32 0.0104 M elements in 4 tensors (cold cache)",)
+
+
+def test_optimizer_listed_with_flush_cache_reads_and_writes_the_cache_before_each_step(tmp_path):
+    out = tmp_path / "cold.json"
+    p = subprocess.run([sys.executable, "-m", "gapbench", "run", "--device", "cpu", "-w", "optimizer:listed",
+                        "--param-sets", "256*2+16*2", "--dtype", "fp32", "--flush-cache", "--no-history",
+                        "--variant-budget", "1", "--repeats", "3", "-o", str(out)], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    (row,) = results.load(str(out)).measurements
+    assert row.ok and row.metrics["cache_flush_bytes"] >= 1 << 20 and row.metrics["cache_flush"] == "read-write"
+    point = platform_rates(results.load(str(out))).optimizer_at("adamw", "fp32", "256*2+16*2", 544, 4)
+    assert point.cold and point.rate.source.endswith("(cold cache)")
+
+
 def test_without_its_own_set_the_nearest_one_and_the_command_that_measures_it(tmp_path):
     work = _traced_step()
     rows = [_opt_row("4096*2+64*2", 0.002), _opt_row("1048576*24+4096*48", 1.0)]

@@ -105,12 +105,13 @@ def test_held_aside_models_are_refused_without_the_flag(tmp_path, monkeypatch):
 def test_the_models_rows_take_their_own_passes_and_measure_only_scores_nothing(tmp_path, monkeypatch):
     ran = []
     monkeypatch.setattr(assess_unseen, "gapbench", lambda *a: ran.append(a) or {"command": " ".join(a)})
-    assess_unseen.measure(tmp_path, ["vit"], 2, True, False, ["64x64x64"], [], model_runs=9)
+    assess_unseen.measure(tmp_path, ["vit"], 2, True, False, ["64x64x64"], [], model_runs=9, param_sets=["64*2"])
     runs = {a[a.index("-o") + 1].split("/")[-1]: a[a.index("--runs") + 1] for a in ran}
-    assert runs == {"rates-1t.json": "2", "shapes-cold-1t.json": "2", "models-1t.json": "9",
-                    "rates-2t.json": "2", "shapes-cold-2t.json": "2", "models-2t.json": "9"}
-    listed = next(a for a in ran if "gemm:listed" in a)
-    assert "--flush-cache" in listed  # the steps' GEMMs meet their operands in memory: their rows are measured cold
+    assert runs == {"rates-1t.json": "2", "shapes-cold-1t.json": "2", "optims-1t.json": "2", "models-1t.json": "9",
+                    "rates-2t.json": "2", "shapes-cold-2t.json": "2", "optims-2t.json": "2", "models-2t.json": "9"}
+    # the steps' GEMMs meet their operands in memory: their rows are measured cold
+    assert all("--flush-cache" in a for a in ran if "gemm:listed" in a)
+    assert all("--flush-cache" not in a for a in ran if "optimizer:listed" in a)  # hot: see docs/assess.md
     # --measure-only: measured, then nothing predicted or scored, no score files written
     scored = []
     monkeypatch.setattr(assess_unseen, "traced_all", lambda names, bf16: {})

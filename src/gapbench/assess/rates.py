@@ -101,6 +101,7 @@ class OptimizerPoint:
     elements: int
     tensors: int
     rate: Rate  # parameter elements per second
+    cold: bool = False  # measured with the last-level cache overwritten before each step (--flush-cache)
 
 
 @dataclass(frozen=True)
@@ -201,8 +202,11 @@ class PlatformRates:
         if not points or elements <= 0:
             return None
         same = [p for p in points if p.params == params]
+        # at one distance a step measured cold before a hot one: a training step meets its optimizer's parameters,
+        # gradients and state after the forward and backward passes have gone through the cache
         return min(same or points, key=lambda p: (abs(math.log(p.elements / elements))
-                                                  + 0.5 * abs(math.log(p.tensors / max(1, tensors))), -p.rate.value))
+                                                  + 0.5 * abs(math.log(p.tensors / max(1, tensors))), not p.cold,
+                                                  -p.rate.value))
 
     def attention_rate(self, dtype: str, backward: bool, shape: tuple[int, int, int], kv: int = 0,
                        causal: bool = False) -> AttentionPoint | None:
@@ -451,12 +455,17 @@ def _add_attention(pr: PlatformRates, m: Measurement) -> None:
         kv if kv != int(v["seq"]) else 0, causal))
 
 
+def _cold(m: Measurement) -> bool:
+    """The row was timed with the last-level cache overwritten before each call (--flush-cache)."""
+    return bool((m.metrics or {}).get("cache_flush_bytes"))
+
+
 def _add_optimizer(pr: PlatformRates, m: Measurement) -> None:
     v = m.variant
     pr.optimizer.setdefault((str(v["optimizer"]), str(v.get("dtype"))), []).append(OptimizerPoint(
         str(v["params"]), int(v["elements"]), int(v["tensors"]), _rate(
             m, m.value * 1e9, f"optimizer {v['optimizer']} {v.get('dtype')} {int(v['elements']) / 1e6:.3g} M elements "
-                              f"in {v['tensors']} tensors")))
+                              f"in {v['tensors']} tensors" + (" (cold cache)" if _cold(m) else "")), _cold(m)))
 
 
 # the rows each micro workload contributes (model workloads are end-to-end rows, the measured check)

@@ -43,7 +43,7 @@ class ColdCacheOptions(DtypeOptions):
     """The options of a workload that can time each call after the last-level cache is overwritten."""
 
     flush_cache: bool = Field(False, description="overwrite the last-level cache before each timed call (a cold "
-                              "cache, as a model's GEMMs and convolutions meet it)")
+                              "cache, as a model's GEMMs, convolutions and optimizer step meet it)")
 
 
 class GemmOptions(ColdCacheOptions):
@@ -211,7 +211,7 @@ ParamSets = Annotated[list[list[tuple[int, int]]], BeforeValidator(_param_sets),
                                                                                       max_length=MAX_ITEMS)]
 
 
-class OptimizerOptions(DtypeOptions):
+class OptimizerOptions(ColdCacheOptions):
     title: ClassVar[str] = "optimizer step (optimizer)"
     optimizer: Literal[OPTIMIZERS] = Field("adamw", description="the optimizer whose step is measured")
     param_sets: ParamSets | None = Field(None, description="the parameter sets optimizer:listed measures, each "
