@@ -251,7 +251,7 @@ def measure(out: Path, names: list[str], runs: int, bf16: bool, reuse: bool, sha
                                            "--dtype", ",".join(grouped_here), "--label", label(t)]))
         if param_sets:
             plan.append((optims_file(t), ["-w", "optimizer:listed", "--param-sets", ",".join(param_sets), "--dtype",
-                                          dtypes, "--label", label(t)]))
+                                          dtypes, "--flush-cache", "--label", label(t)]))
         log += accuracy.run_passes(out, plan, runs, t, reuse, run=gapbench)
         models = [(models_file(t), ["--workload-file", WORKLOAD_FILE, *wl, "--dtype", dtypes, "--label", label(t)])]
         log += accuracy.run_passes(out, models, model_runs or runs, t, reuse, run=gapbench)

@@ -148,7 +148,7 @@ def test_without_its_own_set_the_nearest_one_and_the_command_that_measures_it(tm
 
     line = _optimizer_line(p.source)
     assert "priced at the nearest measured parameter set" in line
-    assert f"`gapbench run -w optimizer:listed --dtype fp32 --param-sets {work.optimizers[0].spec}`" in line
+    assert f"`gapbench run -w optimizer:listed --dtype fp32 --param-sets {work.optimizers[0].spec} --flush-cache`" in line
 
 
 def test_a_side_without_optimizer_rows_prices_both_sides_call_by_call(tmp_path):

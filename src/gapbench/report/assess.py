@@ -276,7 +276,7 @@ def _optimizer_line(p) -> str:
         if name in OPTIMIZERS:
             flag = "" if name == "adamw" else f" --optimizer {name}"
             text += (f"; measure it on that machine with `gapbench run -w optimizer:listed --dtype {dtype}{flag} "
-                     f"--param-sets {spec}`")
+                     f"--param-sets {spec} --flush-cache`")
         lines.append(text)
     return "; ".join(lines) + "." if lines else ""
 
