@@ -311,7 +311,7 @@ def _gemm_points(m: Measurement) -> list[GemmPoint]:
             shape = (int(v["m"]), int(v["n"]), int(v["k"]))
         except (KeyError, TypeError, ValueError, OverflowError):
             return []
-        cold = bool(mt.get("cache_flush_bytes"))
+        cold = _cold(m)
         return [GemmPoint(*shape, _rate(m, m.value * 1e12, f"gemm {dtype} {shape[0]}x{shape[1]}x{shape[2]}"
                                                            + (" (cold cache)" if cold else "")), cold=cold)]
     sigma = sigma_of(m)
