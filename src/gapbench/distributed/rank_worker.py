@@ -223,7 +223,8 @@ def run(job: WorkloadJob, events: EventWriter, status: Status) -> None:
     one_at_a_time = not lockstep and g.device.host_memory_is_device_memory
     n = g.me.world_size
     deadline = time.monotonic() + job.workload_budget_s if job.workload_budget_s else None
-    for v, budget in zip(todo, variant_budgets(len(todo), job.variant_budget_s, deadline), strict=True):
+    points = [w.point_of(v.params) for v in todo]
+    for v, budget in zip(todo, variant_budgets(points, job.variant_budget_s, deadline), strict=True):
         budget = g.ctl.broadcast(budget)
         key = keys_of(w, preset, [v])[0]
         events.send("start", key=key, variant=v.params, budget_s=budget * (n if one_at_a_time else 1))

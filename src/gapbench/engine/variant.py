@@ -47,14 +47,21 @@ def keys_of(w: Workload, preset: str, variants: list[Variant]) -> list[str]:
     return [variant_key(w.name, preset, v.params) for v in variants]
 
 
-def variant_budgets(count: int, cap: float, deadline: float | None):
-    """Yields the budget of each of `count` variants: the cap, or an equal share of what is left before
-    the workload's deadline (never below MIN_VARIANT_BUDGET_S)."""
-    for i in range(count):
-        budget = cap
-        if deadline is not None:
-            budget = min(cap, max(deadline - time.monotonic(), 0.0) / (count - i))
-        yield max(budget, MIN_VARIANT_BUDGET_S)
+def variant_budgets(groups: list, cap: float, deadline: float | None):
+    """Yields the budget of each variant, one per entry of `groups` (each variant's measuring point, from
+    Workload.point_of): the cap, or an equal share of what is left before the workload's deadline (never below
+    MIN_VARIANT_BUDGET_S). The rows of one point (consecutive variants with one group) are one measurement and share
+    one budget: the share is of the points left, not of the rows."""
+    starts = [i for i, g in enumerate(groups) if i == 0 or g is None or g != groups[i - 1]]
+    budget = cap
+    for i in range(len(groups)):
+        if i in starts:
+            budget = cap
+            if deadline is not None:
+                points_left = sum(1 for j in starts if j >= i)
+                budget = min(cap, max(deadline - time.monotonic(), 0.0) / points_left)
+            budget = max(budget, MIN_VARIANT_BUDGET_S)
+        yield budget
 
 
 def where(e: BaseException) -> str:

@@ -58,7 +58,8 @@ def run_job(job: WorkloadJob, events: EventWriter) -> None:
     events.send("variants", total=len(chosen), todo=len(todo), keys=keys_of(w, preset, todo),
                 variants=[v.params for v in todo], unit=w.unit, higher_is_better=w.higher_is_better)
     deadline = time.monotonic() + job.workload_budget_s if job.workload_budget_s else None
-    for v, budget in zip(todo, variant_budgets(len(todo), job.variant_budget_s, deadline), strict=True):
+    points = [w.point_of(v.params) for v in todo]
+    for v, budget in zip(todo, variant_budgets(points, job.variant_budget_s, deadline), strict=True):
         key = keys_of(w, preset, [v])[0]
         events.send("start", key=key, variant=v.params, budget_s=budget)
         ctx = Context(device=device, preset=preset, budget_s=budget, min_time_s=base.min_time_s,

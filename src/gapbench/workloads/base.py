@@ -120,6 +120,11 @@ class Workload:
     def variants(self, preset: str, ctx: Context) -> list[Variant]:
         raise NotImplementedError
 
+    def point_of(self, params: dict):
+        """The measuring point a variant belongs to: variants of one point (listed one after another) are rows of
+        one measurement and share its budget. None (the default): every variant is a point of its own."""
+        return None
+
     def run(self, variant: Variant, ctx: Context) -> Measurement:
         """Measure one variant. Must check correctness and return wrong_result on a mismatch."""
         raise NotImplementedError

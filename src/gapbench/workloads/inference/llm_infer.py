@@ -123,6 +123,9 @@ class LlmInfer(Workload):
                 out += [Variant(dict(point, metric=n)) for n in names]
         return out
 
+    def point_of(self, params: dict) -> tuple:
+        return point_of(params)
+
     def run(self, variant: Variant, ctx: Context) -> Measurement:
         key = point_of(variant.params)
         if self._point is None or self._point[0] != key:
