@@ -73,7 +73,21 @@ def test_the_static_cache_loop_generates_what_transformers_generate_does():
     wrong = run.tokens.clone()
     wrong[1, 3] = (wrong[1, 3] + 1) % li.TINY["vocab_size"]
     bad = gen.greedy_mismatches(model, prompts, wrong, "fp32")
-    assert len(bad) == 1 and "sequence 1: token 3" in bad[0]
+    assert len(bad) == 1 and "sequence 1: token 3" in bad[0] and "of the logits' spread below the best" in bad[0]
+
+
+def test_a_long_generation_may_flip_a_few_near_ties_but_no_clear_choice():
+    d = torch.zeros(128)
+    d[[5, 90]] = torch.tensor([0.3, 0.2])  # two near-ties flipped by rounding: 2 of 128 is within 2%
+    assert gen.argmax_misses(d, 0.1) == ([], 0.0)
+    d[100] = 0.15  # a third: more than 2% of the positions
+    assert gen.argmax_misses(d, 0.1) == ([5, 90, 100], pytest.approx(0.3))
+    one = torch.zeros(128)
+    one[7] = 1.2  # one clear choice missed: wrong however few
+    assert gen.argmax_misses(one, 0.1) == ([7], pytest.approx(1.2))
+    short = torch.zeros(8)
+    short[2] = 0.2  # a short generation allows none
+    assert gen.argmax_misses(short, 0.1)[0] == [2]
 
 
 def test_a_point_end_to_end():
