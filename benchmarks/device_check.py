@@ -95,7 +95,7 @@ def parts(device: str, label: str, dry: bool) -> dict[str, Part]:
                     needs=("transformers", "diffusers")),
         "llm-infer": run("llm-infer", "llm-infer:llama3-8b",
                          extra=["--dtype", "bf16", "--input-len", "1024", "--output-len", "128", "--batch-size",
-                                "1,8,64", "--variant-budget", "25"],
+                                "1,8,64", "--variant-budget", "50"],
                          dry_extra=["--dtype", "fp32", "--batch-size", "1,4", "--input-len", "32", "--output-len", "8"],
                          needs=("transformers",)),
         "libs": run("libs", "gemm-libs:one", extra=["--dtype", "bf16", "--variant-budget", "3"]),
