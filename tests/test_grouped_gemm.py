@@ -214,3 +214,32 @@ def test_assess_prices_a_routed_call_at_its_own_sizes_and_names_the_calls_it_has
     line = _grouped_line(pred.source)
     assert "grouped-gemm:listed --dtype fp32 --grouped-shapes" in line and "24x16x5+0+19+8" in line
     assert _grouped_line(pred.target) == ""
+
+
+def test_a_routed_call_is_priced_at_a_row_of_another_split_of_its_tokens_not_at_one_of_other_tokens(tmp_path):
+    from gapbench.assess.speed import unmeasured_grouped
+
+    rec = WorkRecorder()
+    with rec:
+        _routed_step()()
+    grouped = [i for i in rec.work("moe").items if i.groups]
+    work = Work("moe", grouped, dtype="fp32")
+    equal = [_m("grouped-gemm", {"dtype": "fp32", "groups": 4, "m": 8, "n": n, "k": k, "layout": lay}, 0.004,
+                "TFLOP/s") for lay, n, k in (("rows", 24, 16), ("rows", 16, 24), ("k", 24, 8))]
+
+    def routed(sizes: str, tflops: float) -> list:
+        return [_m("grouped-gemm", {"dtype": "fp32", "groups": 4, "m": m, "n": n, "k": k, "layout": lay,
+                                    "sizes": sizes}, tflops, "TFLOP/s")
+                for lay, m, n, k in (("rows", 8, 24, 16), ("rows", 8, 16, 24), ("k", 24, 16, 8))]
+
+    # a trace elsewhere split the same 32 tokens 5+0+19+8; the rows were measured at 6+0+18+8 and 4+1+19+8, and at
+    # twice the tokens
+    rows = equal + routed("6+0+18+8", 0.001) + routed("4+2+18+8", 0.002) + routed("10+0+38+16", 0.0005)
+    pr = platform_rates(results.load(rates_file(tmp_path / "a.json", gemm_tflops=1.0, per_op_us=1e-6, extra=rows)))
+    for it in grouped:
+        point = pr.grouped_rate(it.dtype, it.shape, it.groups, it.layout, it.sizes)
+        assert point.sizes == (6, 0, 18, 8)  # the nearest split of as many tokens
+    assert unmeasured_grouped(work, pr) == ((), 0.0)
+    other = platform_rates(results.load(rates_file(tmp_path / "b.json", gemm_tflops=1.0, per_op_us=1e-6,
+                                                   extra=equal + routed("10+0+38+16", 0.0005))))
+    assert unmeasured_grouped(work, other)[1] == 1.0  # twice the tokens is another call

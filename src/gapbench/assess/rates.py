@@ -62,6 +62,15 @@ COLLECTIVE_OPS = (("all_gather", "all_gather"), ("allgather", "all_gather"), ("r
                   ("alltoall", "all_to_all"), ("broadcast", "broadcast"), ("send", "sendrecv"), ("recv", "sendrecv"))
 
 
+ROUTED_TOTAL_TOLERANCE = 0.05  # a routed row's tokens against a call's: the same layer's tokens, split anew
+
+
+def same_tokens(row_sizes: tuple[int, ...], call_sizes: tuple[int, ...]) -> bool:
+    """Whether a routed row splits as many tokens over as many groups as a call (both have sizes)."""
+    total = sum(call_sizes)
+    return bool(row_sizes and call_sizes) and len(row_sizes) == len(call_sizes) \
+        and abs(sum(row_sizes) - total) <= ROUTED_TOTAL_TOLERANCE * max(total, 1)
+
 @dataclass(frozen=True)
 class Rate:
     value: float  # FLOP/s, bytes/s, or seconds per operator (per-op rates)
@@ -145,18 +154,22 @@ class PlatformRates:
 
     def grouped_rate(self, dtype: str, shape: tuple[int, int, int], groups: int, layout: str,
                      sizes: tuple[int, ...] = ()) -> GemmPoint | None:
-        """The measured grouped GEMM of this dtype at the call's own group sizes where a row has them (and the same
-        other two dimensions), else the one nearest in one group's shape and, at half weight, in the number of
-        groups, among those of the same layout where there are any."""
+        """The measured grouped GEMM of this dtype at a routed split of the call's own tokens where a row has one:
+        the same layout, other two dimensions and number of groups, as many tokens (within ROUTED_TOTAL_TOLERANCE),
+        the split nearest the call's (its own sizes first). A router's split is not reproducible from one machine
+        to the next (a trace elsewhere draws 130+87+57+… where the rows were measured at 128+87+56+…), and a routed
+        row runs at new splits of its tokens on every call anyway. Else the row nearest in one group's shape and,
+        at half weight, in the number of groups, among those of the same layout where there are any."""
         points = self.grouped.get(dtype) or []
         same = [p for p in points if p.layout == layout] or points
         if not same:
             return None
         fixed = (1, 2) if layout == "rows" else (0, 1)  # the dimensions the offsets do not split
-        own = [p for p in same if sizes and p.layout == layout and p.sizes == tuple(sizes)
-               and all((p.m, p.n, p.k)[i] == shape[i] for i in fixed)]
+        own = [p for p in same if p.layout == layout and all((p.m, p.n, p.k)[i] == shape[i] for i in fixed)
+               and same_tokens(p.sizes, sizes)]
         if own:
-            return max(own, key=lambda p: p.rate.value)
+            return min(own, key=lambda p: (sum(abs(a - b) for a, b in zip(p.sizes, sizes, strict=True)),
+                                           -p.rate.value))
         g = max(1, groups)
         return min(same, key=lambda p: (shape_distance((p.m, p.n, p.k), shape) + 0.5 * abs(math.log(p.groups / g)),
                                         -p.rate.value))

@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gapbench.assess import calibration
-from gapbench.assess.rates import PlatformRates, Rate, shape_distance
+from gapbench.assess.rates import PlatformRates, Rate, same_tokens, shape_distance
 from gapbench.assess.work import COMPUTE, Item, Work
 from gapbench.compare.gaps import Gap, HistoryChoice, interval_gap, judge, pair_spread, row_spread
 from gapbench.compare.rates import time_per_iter
@@ -292,10 +292,11 @@ def unmeasured_attention(work: Work, pr: PlatformRates) -> tuple[tuple[tuple[str
 def unmeasured_grouped(work: Work, pr: PlatformRates) -> tuple[tuple[tuple[str, str], ...], float]:
     """The traced step's grouped GEMMs with group sizes (a trace on real tensors) that this side has no row at those
     sizes for (`grouped-gemm:listed --grouped-shapes` measures them), most FLOPs first, and their share of the
-    step's grouped GEMM FLOPs: a routed layer's uneven groups can run far from equal ones of their mean."""
+    step's grouped GEMM FLOPs: a routed layer's uneven groups can run far from equal ones of their mean. A row of
+    another routed split of the call's tokens is no gap (PlatformRates.grouped_rate)."""
     def far(it) -> bool:
         point = pr.grouped_rate(it.dtype, it.shape, it.groups, it.layout, it.sizes)
-        return point is None or point.sizes != it.sizes
+        return point is None or (bool(it.sizes) and not same_tokens(point.sizes, it.sizes))
 
     return _unmeasured(work, lambda it: it.grouped_spec, far)
 
