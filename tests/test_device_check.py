@@ -225,3 +225,12 @@ def test_a_malformed_time_plan_is_one_line_and_exit_2(tmp_path, capsys):
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith("device_check: "), err
     assert not (tmp_path / "o").exists()  # nothing started, nothing written
+
+
+def test_a_rerun_plan_from_the_environment_follows_the_same_rules(tmp_path):
+    env = {**os.environ, "PYTHON": sys.executable, "WHEELS": str(tmp_path / "none")}
+    for plan in ("llm-infer ten", "bogus 5", "llm-infer 500"):
+        r = subprocess.run(["bash", str(SCRIPT), str(tmp_path / "o")], env={**env, "TIME_PLAN": plan},
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 2, (plan, r.stdout, r.stderr)
+        assert r.stderr.count("\n") == 1 and r.stderr.startswith("device_check: "), r.stderr
