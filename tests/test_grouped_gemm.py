@@ -184,17 +184,22 @@ def test_a_trace_on_real_tensors_keeps_the_groups_sizes_and_names_them_as_listed
     assert grouped_sizes((a, b, offs)) == ()
 
 
-def test_assess_prices_a_routed_call_at_its_own_sizes_and_names_the_calls_it_has_no_such_row_for(tmp_path):
-    from gapbench.assess.speed import unmeasured_grouped
-    from gapbench.report.assess import _grouped_line
-
+def _routed_work():
+    """(the routed step's grouped calls, their Work, rows of equal groups of their mean for each call's shape)."""
     rec = WorkRecorder()
     with rec:
         _routed_step()()
     grouped = [i for i in rec.work("moe").items if i.groups]
-    work = Work("moe", grouped, dtype="fp32")
     equal = [_m("grouped-gemm", {"dtype": "fp32", "groups": 4, "m": 8, "n": n, "k": k, "layout": lay}, 0.004,
                 "TFLOP/s") for lay, n, k in (("rows", 24, 16), ("rows", 16, 24), ("k", 24, 8))]
+    return grouped, Work("moe", grouped, dtype="fp32"), equal
+
+
+def test_assess_prices_a_routed_call_at_its_own_sizes_and_names_the_calls_it_has_no_such_row_for(tmp_path):
+    from gapbench.assess.speed import unmeasured_grouped
+    from gapbench.report.assess import _grouped_line
+
+    grouped, work, equal = _routed_work()
     own = [_m("grouped-gemm", {"dtype": "fp32", "groups": 4, "m": m, "n": n, "k": k, "layout": lay,
                                "sizes": "5+0+19+8"}, 0.001, "TFLOP/s")
            for lay, m, n, k in (("rows", 8, 24, 16), ("rows", 8, 16, 24), ("k", 24, 16, 8))]
@@ -219,20 +224,14 @@ def test_assess_prices_a_routed_call_at_its_own_sizes_and_names_the_calls_it_has
 def test_a_routed_call_is_priced_at_a_row_of_another_split_of_its_tokens_not_at_one_of_other_tokens(tmp_path):
     from gapbench.assess.speed import unmeasured_grouped
 
-    rec = WorkRecorder()
-    with rec:
-        _routed_step()()
-    grouped = [i for i in rec.work("moe").items if i.groups]
-    work = Work("moe", grouped, dtype="fp32")
-    equal = [_m("grouped-gemm", {"dtype": "fp32", "groups": 4, "m": 8, "n": n, "k": k, "layout": lay}, 0.004,
-                "TFLOP/s") for lay, n, k in (("rows", 24, 16), ("rows", 16, 24), ("k", 24, 8))]
+    grouped, work, equal = _routed_work()
 
     def routed(sizes: str, tflops: float) -> list:
         return [_m("grouped-gemm", {"dtype": "fp32", "groups": 4, "m": m, "n": n, "k": k, "layout": lay,
                                     "sizes": sizes}, tflops, "TFLOP/s")
                 for lay, m, n, k in (("rows", 8, 24, 16), ("rows", 8, 16, 24), ("k", 24, 16, 8))]
 
-    # a trace elsewhere split the same 32 tokens 5+0+19+8; the rows were measured at 6+0+18+8 and 4+1+19+8, and at
+    # a trace elsewhere split the same 32 tokens 5+0+19+8; the rows were measured at 6+0+18+8 and 4+2+18+8, and at
     # twice the tokens
     rows = equal + routed("6+0+18+8", 0.001) + routed("4+2+18+8", 0.002) + routed("10+0+38+16", 0.0005)
     pr = platform_rates(results.load(rates_file(tmp_path / "a.json", gemm_tflops=1.0, per_op_us=1e-6, extra=rows)))

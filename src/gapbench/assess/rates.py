@@ -71,6 +71,7 @@ def same_tokens(row_sizes: tuple[int, ...], call_sizes: tuple[int, ...]) -> bool
     return bool(row_sizes and call_sizes) and len(row_sizes) == len(call_sizes) \
         and abs(sum(row_sizes) - total) <= ROUTED_TOTAL_TOLERANCE * max(total, 1)
 
+
 @dataclass(frozen=True)
 class Rate:
     value: float  # FLOP/s, bytes/s, or seconds per operator (per-op rates)

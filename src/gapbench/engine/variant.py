@@ -52,15 +52,16 @@ def variant_budgets(groups: list, cap: float, deadline: float | None):
     Workload.point_of): the cap, or an equal share of what is left before the workload's deadline (never below
     MIN_VARIANT_BUDGET_S). The rows of one point (consecutive variants with one group) are one measurement and share
     one budget: the share is of the points left, not of the rows."""
-    starts = [i for i, g in enumerate(groups) if i == 0 or g is None or g != groups[i - 1]]
+    new = [i == 0 or g is None or g != groups[i - 1] for i, g in enumerate(groups)]
+    points_left = sum(new)
     budget = cap
-    for i in range(len(groups)):
-        if i in starts:
+    for starts_point in new:
+        if starts_point:
             budget = cap
             if deadline is not None:
-                points_left = sum(1 for j in starts if j >= i)
                 budget = min(cap, max(deadline - time.monotonic(), 0.0) / points_left)
             budget = max(budget, MIN_VARIANT_BUDGET_S)
+            points_left -= 1
         yield budget
 
 

@@ -127,7 +127,7 @@ class LlmInfer(Workload):
         return point_of(params)
 
     def run(self, variant: Variant, ctx: Context) -> Measurement:
-        key = point_of(variant.params)
+        key = self.point_of(variant.params)
         if self._point is None or self._point[0] != key:
             self._point = None  # the previous point's measurements are not needed any more
             self._point = (key, self._measure_or_fail(variant, ctx))
