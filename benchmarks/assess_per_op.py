@@ -9,7 +9,8 @@ priced at one side of a folder it wrote (--threads, --dtype); then run --steps t
 operator's time being its calls' total in the median step. The process runs with the allocator settings a
 workload's worker has (gapbench.engine.jobs.STEADY_MALLOC: it starts itself again with them where they are
 missing), so that a large tensor's allocation costs here what it costs in the measured row. The timing mode adds its
-own cost to every call, outside what it times: the step under it is longer than the step alone, both are shown.
+own cost to every call, outside what it times: the step under it is longer than the step alone, both are shown;
+inside the window it adds what a call that does no work takes, printed and taken off each class's time beside it.
 Held-aside models are refused (exit 2): they are scored once, never looked at while the model is worked on.
 """
 
@@ -98,6 +99,29 @@ def timed(step, steps: int) -> tuple[dict[str, dict], float, float]:
             statistics.median(alone), statistics.median(under))
 
 
+def mode_cost(calls: int = 2000) -> float:
+    """Seconds of the timing window around an operator that does no work (`alias` of one element): what the mode
+    itself adds inside each call's window at most (a call made from Python through the dispatcher), where the step
+    alone calls many operators from C++ (autograd's backward) without it."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    x = torch.zeros(1)
+    windows: list[float] = []
+
+    class Window(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            t0 = time.perf_counter()
+            out = func(*args, **(kwargs or {}))
+            windows.append(time.perf_counter() - t0)
+            return out
+
+    with Window():
+        for _ in range(calls):
+            torch.ops.aten.alias.default(x)
+    return statistics.median(windows)
+
+
 def table(price: dict[str, dict], time_: dict[str, dict], top: int) -> list[str]:
     names = sorted(set(price) | set(time_), key=lambda k: -abs(time_.get(k, {}).get("seconds", 0.0)
                                                                 - price.get(k, {}).get("seconds", 0.0)))
@@ -111,16 +135,18 @@ def table(price: dict[str, dict], time_: dict[str, dict], top: int) -> list[str]
     return lines
 
 
-def by_class(price: dict[str, dict], time_: dict[str, dict]) -> list[str]:
-    """Both sums per class the price puts each operator in (an operator the trace did not price: 'not priced')."""
-    sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+def by_class(price: dict[str, dict], time_: dict[str, dict], cost: float) -> list[str]:
+    """Both sums per class the price puts each operator in (an operator the trace did not price: 'not priced'), and
+    the timed sum less `cost` seconds a call (the window of a call that does no work: a lower bound of the time)."""
+    sums: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0])
     for k in set(price) | set(time_):
         cls = price.get(k, {}).get("class") or "not priced"
         sums[cls][0] += price.get(k, {}).get("seconds", 0.0)
         sums[cls][1] += time_.get(k, {}).get("seconds", 0.0)
-    lines = ["| class | priced ms | timed ms |", "|---|---:|---:|"]
-    for cls, (p, t) in sorted(sums.items(), key=lambda kv: -kv[1][1]):
-        lines.append(f"| {cls} | {p * 1e3:.1f} | {t * 1e3:.1f} |")
+        sums[cls][2] += time_.get(k, {}).get("calls", 0)
+    lines = ["| class | priced ms | timed ms | timed less an empty call's window ms |", "|---|---:|---:|---:|"]
+    for cls, (p, t, n) in sorted(sums.items(), key=lambda kv: -kv[1][1]):
+        lines.append(f"| {cls} | {p * 1e3:.1f} | {t * 1e3:.1f} | {max(0.0, t - n * cost) * 1e3:.1f} |")
     return lines
 
 
@@ -168,12 +194,15 @@ def report(args) -> int:
         print(e, file=sys.stderr)
         return 2
     time_, alone, under = timed(step, args.steps)
+    cost = mode_cost()
     total_p = sum(r["seconds"] for r in price.values())
     total_t = sum(r["seconds"] for r in time_.values())
+    calls = sum(r["calls"] for r in time_.values())
     print(f"{args.model} {args.dtype}, {args.threads} thread(s), rates of {args.out}: priced {total_p * 1e3:.1f} ms "
           f"(per-operator time {per_op * 1e6:.2f} µs); timed: step alone {alone * 1e3:.1f} ms, under the timing "
-          f"mode {under * 1e3:.1f} ms, its operators {total_t * 1e3:.1f} ms\n")
-    print("\n".join(by_class(price, time_)), end="\n\n")
+          f"mode {under * 1e3:.1f} ms, its operators {total_t * 1e3:.1f} ms ({calls} calls; the window of a call "
+          f"that does no work {cost * 1e6:.2f} µs, {calls * cost * 1e3:.1f} ms over the calls)\n")
+    print("\n".join(by_class(price, time_, cost)), end="\n\n")
     print("\n".join(table(price, time_, args.top)))
     return 0
 

@@ -35,6 +35,15 @@ def test_a_reduced_step_is_priced_and_timed_per_operator_with_the_optimizer_step
     assert head, r.stdout
     priced, alone, under, operators = map(float, head.groups())
     assert priced > 0 and alone > 0 and 0 < operators <= under
+    # the window of a call that does no work, over the step's timed calls, and each class less it
+    empty = re.search(r"\((\d+) calls; the window of a call that does no work ([\d.]+) µs, ([\d.]+) ms over the calls\)",
+                      r.stdout)
+    assert empty, r.stdout
+    calls, window_us, over_ms = int(empty.group(1)), float(empty.group(2)), float(empty.group(3))
+    assert calls > 0 and 0 < window_us < 1000 and over_ms == pytest.approx(calls * window_us / 1e3,
+                                                                              abs=0.05 + calls * 0.005e-3)
+    classes = re.findall(r"^\| (\w[\w ]*) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$", r.stdout, re.M)
+    assert classes and all(float(less) <= float(t) for _, _, t, less in classes)
     rows = {m.group(1): m.groups() for m in re.finditer(r"^\| (\S[^|]*?) \| (\S+) \| (\d+) / (\d+) \| ([\d.]+) \| "
                                                          r"([\d.]+) \|", r.stdout, re.M)}
     # the trace and the timing see the same calls of the step's GEMMs, and one optimizer step priced whole
