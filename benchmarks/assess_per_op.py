@@ -55,34 +55,42 @@ def priced(work, pr) -> tuple[dict[str, dict], float]:
     return dict(out), per_op
 
 
-def timed(step, steps: int) -> tuple[dict[str, dict], float, float]:
-    """({operator: {calls, seconds}} of the median step, the median step alone, the median step under the mode)."""
-    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
+def timing_mode():
+    """A dispatch mode that times each call: its total by operator (an optimizer step's calls as one: the price takes
+    the step whole) and every call's window."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
     class Timing(TorchDispatchMode):
-        """Each call's time by operator; an optimizer step's calls as one (the price takes the step whole)."""
-
         def __init__(self):
             super().__init__()
             self.spent: dict[str, float] = defaultdict(float)
             self.calls: dict[str, int] = defaultdict(int)
+            self.windows: list[float] = []
             self.in_step = False
 
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):
             t0 = time.perf_counter()
             out = func(*args, **(kwargs or {}))
+            window = time.perf_counter() - t0
             name = OPTIMIZER if self.in_step else str(func.overloadpacket).removeprefix("aten.")
-            self.spent[name] += time.perf_counter() - t0
+            self.spent[name] += window
             self.calls[name] += 1
+            self.windows.append(window)
             return out
+
+    return Timing()
+
+
+def timed(step, steps: int) -> tuple[dict[str, dict], float, float]:
+    """({operator: {calls, seconds}} of the median step, the median step alone, the median step under the mode)."""
+    from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
 
     alone, under, runs = [], [], []
     for _ in range(steps):
         t0 = time.perf_counter()
         step()
         alone.append(time.perf_counter() - t0)
-        mode = Timing()
+        mode = timing_mode()
         hooks = [register_optimizer_step_pre_hook(lambda *_, m=mode: setattr(m, "in_step", True)),
                  register_optimizer_step_post_hook(lambda *_, m=mode: setattr(m, "in_step", False))]
         try:
@@ -100,26 +108,16 @@ def timed(step, steps: int) -> tuple[dict[str, dict], float, float]:
 
 
 def mode_cost(calls: int = 2000) -> float:
-    """Seconds of the timing window around an operator that does no work (`alias` of one element): what the mode
-    itself adds inside each call's window at most (a call made from Python through the dispatcher), where the step
-    alone calls many operators from C++ (autograd's backward) without it."""
+    """Seconds of the timing mode's window around an operator that does no work (`alias` of one element): what the
+    mode itself adds inside each call's window at most (a call made from Python through the dispatcher), where the
+    step alone calls many operators from C++ (autograd's backward) without it."""
     import torch
-    from torch.utils._python_dispatch import TorchDispatchMode
 
     x = torch.zeros(1)
-    windows: list[float] = []
-
-    class Window(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            t0 = time.perf_counter()
-            out = func(*args, **(kwargs or {}))
-            windows.append(time.perf_counter() - t0)
-            return out
-
-    with Window():
+    with timing_mode() as mode:
         for _ in range(calls):
             torch.ops.aten.alias.default(x)
-    return statistics.median(windows)
+    return statistics.median(mode.windows)
 
 
 def table(price: dict[str, dict], time_: dict[str, dict], top: int) -> list[str]:
