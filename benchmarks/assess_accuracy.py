@@ -179,6 +179,7 @@ def evaluate(out: Path, specs: list[str], model_sigma: float | None = None) -> l
                 "measured_interval_pct": [round(m.measured_gap.lo, 2), round(m.measured_gap.hi, 2)]
                 if m.measured_gap.lo is not None else None,
                 "error_pp": round(m.error_pp, 2),
+                "kind": pred.kind, "shift": pred.shift,
                 "predicted_step_ms": [round(x * 1e3, 3) for x in m.predicted_s],
                 "measured_step_ms": [round(x * 1e3, 3) for x in m.measured_s],
                 "step_error_pct": [round(x, 1) for x in m.step_error_pct],

@@ -26,7 +26,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT))
 
-from gapbench.assess.calibration import CALIBRATION_FILE, Pair, calibrate, covered, log_error, sigma_of_interval  # noqa: E402
+from gapbench.assess.calibration import (  # noqa: E402
+    CALIBRATION_FILE,
+    Pair,
+    Shift,
+    calibrate,
+    covered,
+    log_error,
+    shifts,
+    sigma_of_interval,
+    unshifted,
+)
 
 LEVEL = 0.95
 
@@ -38,7 +48,7 @@ def _pairs(rows: list[dict], source: str, key: str) -> list[tuple[Pair, dict]]:
             continue
         lo, hi = r["predicted_interval_pct"]
         p = Pair(f"{source}: {r[key]}, {r['pair']}", log_error(r["predicted_gap_pct"], r["measured_gap_pct"]),
-                 sigma_of_interval(lo, hi, LEVEL))
+                 sigma_of_interval(lo, hi, LEVEL), r.get("kind", ""))
         out.append((p, r))
     return out
 
@@ -75,14 +85,17 @@ def _commit() -> str:
     return p.stdout.strip() if p.returncode == 0 else "unknown"
 
 
-def toml_text(pairs: list[Pair], sigma: float, basis: str, command: str) -> str:
+def toml_text(pairs: list[Pair], sigma: float, basis: str, command: str, found: tuple[Shift, ...] = ()) -> str:
     lines = ["# The step-time model's own error, calibrated on the development models' runs (never on the models",
              "# held aside to score it): written by benchmarks/assess_calibrate.py; gapbench.assess.calibration reads",
              "# it and tests/test_assess_calibration.py checks that sigma follows from the pairs below.",
              f"# Command: {command}", f"# At commit {_commit()}.", "",
              f"sigma = {sigma}", f"level = {LEVEL}", 'device_classes = ["cpu"]', f"basis = {json.dumps(basis)}", ""]
+    for s in found:
+        lines += ["[[shift]]", f"kind = {json.dumps(s.kind)}", f"shift = {s.shift}", f"pairs = {s.pairs}",
+                  f"above = {s.above}", f"p = {s.p}", ""]
     for p in pairs:
-        lines += ["[[pair]]", f"name = {json.dumps(p.name)}", f"error = {p.error:.5f}",
+        lines += ["[[pair]]", f"name = {json.dumps(p.name)}", f"kind = {json.dumps(p.kind)}", f"error = {p.error:.5f}",
                   f"sigma_rates = {p.sigma_rates:.5f}", ""]
     return "\n".join(lines)
 
@@ -97,19 +110,24 @@ def main(argv: list[str] | None = None) -> int:
     if not found:
         raise SystemExit("assess_calibrate: no scored pairs in the folders given")
     pairs = [p for p, _ in found]
-    sigma = calibrate(pairs, LEVEL)
+    kinds = shifts(pairs)
+    left = unshifted(pairs, kinds)
+    sigma = calibrate(left, LEVEL)
     for p, r in found:
         print(f"{p.name:70s} predicted {r['predicted_gap_pct']:+7.1f}% measured {r['measured_gap_pct']:+7.1f}% "
               f"log error {p.error:+.3f} rates σ {p.sigma_rates:.3f}")
-    before, after = covered(pairs, 0.0, LEVEL), covered(pairs, sigma, LEVEL)
+    for k in kinds:
+        print(f"shift {k.shift:+.4f} ({k.above} of {k.pairs} pairs above zero, sign test p = {k.p:.2g}): {k.kind}")
+    before, after = covered(left, 0.0, LEVEL), covered(left, sigma, LEVEL)
     print(f"{len(pairs)} pairs; the measured gap inside the {LEVEL:.0%} interval: {before} with the rates' noise "
-          f"alone, {after} with the model's own σ = {sigma}")
+          f"alone, {after} with the model's own σ = {sigma}" + (" (less their kind's shift)" if kinds else ""))
     basis = (f"{len(pairs)} CPU platform pairs of the development models "
              f"({', '.join(sorted({f.name for f in [*args.shipped, *args.unseen]}))}), {after} of them inside "
-             f"the {LEVEL:.0%} interval")
+             f"the {LEVEL:.0%} interval" + (f", once the shifts of {len(kinds)} pair kinds are taken off" if kinds
+                                            else ""))
     if args.write:
         command = "python benchmarks/assess_calibrate.py " + " ".join(argv if argv is not None else sys.argv[1:])
-        CALIBRATION_FILE.write_text(toml_text(pairs, sigma, basis, command), encoding="utf-8")
+        CALIBRATION_FILE.write_text(toml_text(pairs, sigma, basis, command, kinds), encoding="utf-8")
         print(f"wrote {CALIBRATION_FILE.relative_to(ROOT)}")
     return 0
 

@@ -367,6 +367,7 @@ def evaluate(out: Path, names: list[str], bf16: bool, works: dict, model_sigma: 
                 "measured_gap_pct": round(m.measured_gap.pct, 2),
                 "measured_interval_pct": [round(x, 2) for x in mi] if mi else None,
                 "error_pp": round(m.error_pp, 2),
+                "kind": pred.kind, "shift": pred.shift,
                 "predicted_in_measured_interval": bool(mi and mi[0] <= pred.gap_pct <= mi[1]),
                 "measured_in_predicted_interval": bool(pred.lo <= m.measured_gap.pct <= pred.hi),
                 "predicted_step_ms": [round(x * 1e3, 2) for x in m.predicted_s],
@@ -441,6 +442,10 @@ def markdown(rows: list[dict], summ: dict, log: list[dict], command: str, loads:
     flags = [f"{r['pair']} {r['model']}: {r['flagged_rates'][0]} / {r['flagged_rates'][1]} rates, model rows "
              + " / ".join("flagged" if f else "not flagged" for f in r["measured_rows_flagged"])
              for r in rows if "flagged_rates" in r]
+    shifted = {r["kind"]: r["shift"] for r in rows if r.get("shift")}
+    if shifted:
+        lines += ["", "Calibrated shifts taken off the predicted gaps (the model's mean log error on development "
+                      "pairs of the kind): " + "; ".join(f"{k}: {v:+.4f}" for k, v in shifted.items()) + "."]
     if flags:
         lines += ["", "Host watch (source / target; a flagged measurement ran while other processes used the "
                       "CPUs): " + "; ".join(flags) + "."]

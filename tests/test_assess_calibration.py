@@ -12,9 +12,23 @@ from tests.test_assess_speed import rates_file, step_work
 
 from gapbench import results
 from gapbench.assess import calibration
-from gapbench.assess.calibration import Pair, calibrate, covered, log_error, needed, sigma_of_interval
+from gapbench.assess.calibration import (
+    Calibration,
+    Pair,
+    Shift,
+    calibrate,
+    covered,
+    log_error,
+    needed,
+    pair_kind,
+    shifts,
+    sigma_of_interval,
+    sign_test,
+    unshifted,
+)
 from gapbench.assess.rates import platform_rates
-from gapbench.assess.speed import predict
+from gapbench.assess.speed import predict, side_kind
+from gapbench.report.assess import _method_text
 
 
 def test_the_smallest_sigma_that_holds_the_conformal_rank():
@@ -47,8 +61,10 @@ def test_log_error_and_interval_width_are_in_log_gap():
 def test_the_shipped_calibration_follows_from_its_pairs_of_development_models():
     cal = calibration.load()
     assert cal.level == 0.95 and cal.device_classes == ("cpu",) and len(cal.pairs) >= 20
-    assert cal.sigma == pytest.approx(calibrate(list(cal.pairs), cal.level), abs=1e-4)
-    assert covered(cal.pairs, cal.sigma, cal.level) >= math.ceil(0.95 * (len(cal.pairs) + 1))
+    assert cal.shifts == shifts(cal.pairs) and all(p.kind for p in cal.pairs)
+    left = unshifted(cal.pairs, cal.shifts)
+    assert cal.sigma == pytest.approx(calibrate(left, cal.level), abs=1e-4)
+    assert covered(left, cal.sigma, cal.level) >= math.ceil(0.95 * (len(cal.pairs) + 1))
     held = [n for n, m in assess_models.models().items() if m["split"] == "held-aside"]
     assert not [p.name for p in cal.pairs if any(f": {h}," in p.name for h in held)]
 
@@ -67,3 +83,47 @@ def test_a_prediction_draws_the_model_error_only_where_there_is_something_to_be_
                                                    device_type="test")))
     beyond, _ = predict([(step_work(), a), (step_work(), accel)])
     assert "not calibrated on accelerator pairs" in beyond.model_basis
+
+
+def test_a_kind_is_shifted_only_where_its_errors_lean_to_one_side_beyond_chance():
+    a, b, c = "cpu X (2 cores, 1 threads) → cpu X (2 cores, 2 threads), one trace", "kind b", "kind c"
+    biased = [Pair(f"a{i}", 0.10 + d, 0.05, a) for i, d in enumerate((-0.03, 0.02, -0.01, 0.03, 0.0, -0.02, 0.05))]
+    noisy = [Pair(f"b{i}", e, 0.05, b) for i, e in enumerate((0.2, -0.25, 0.15, -0.1, 0.1, 0.05, 0.3))]
+    few = [Pair(f"c{i}", 0.3, 0.05, c) for i in range(5)]  # one fewer than a shift needs
+    found = shifts(biased + noisy + few + [Pair("no kind", 0.5, 0.05)])
+    # 7 of 7 above zero: p = 2 / 2⁷ = 0.016 ≥ 0.01, no shift yet; an eighth makes it 2 / 2⁸ = 0.0078
+    assert found == ()
+    biased.append(Pair("a7", 0.4, 0.05, a))
+    found = shifts(biased + noisy + few)
+    assert [s.kind for s in found] == [a] and (found[0].pairs, found[0].above) == (8, 8)
+    assert found[0].shift == pytest.approx(0.11, abs=1e-9)  # the median of .07 .08 .09 .10 .12 .13 .15 .40 and found[0].p == pytest.approx(2 / 2 ** 8, rel=1e-4)
+    assert sign_test(8, 8) == pytest.approx(0.0078125) and sign_test(4, 8) == 1.0 and sign_test(1, 8) == sign_test(7, 8)
+    left = unshifted(biased + noisy, found)
+    assert [p.error for p in left[:8]] == pytest.approx([p.error - 0.11 for p in biased], abs=1e-9)
+    assert left[8:] == noisy
+    # the kind names each side's processor, cores and threads, and whether both run one trace
+    one = {"type": "cpu", "product": "AMD EPYC", "cores": 2, "threads": 1}
+    assert pair_kind(one, {**one, "threads": 2}, True) == \
+        "cpu AMD EPYC (2 cores, 1 threads) → cpu AMD EPYC (2 cores, 2 threads), one trace"
+    assert pair_kind(one, {"type": "cuda", "name": "H100"}, False).endswith("accelerator H100 (? cores, ? threads), "
+                                                                          "two traces")
+
+
+def test_a_prediction_of_a_shifted_kind_takes_the_shift_off_its_gap_and_its_check(tmp_path, monkeypatch):
+    a = platform_rates(results.load(rates_file(tmp_path / "a.json", gemm_tflops=0.001, per_op_us=10)))
+    b = platform_rates(results.load(rates_file(tmp_path / "b.json", gemm_tflops=0.002, per_op_us=5)))
+    sides = [(step_work(), a), (step_work(), b)]
+    plain, _ = predict(sides)
+    assert plain.shift == 0.0 and plain.shift_basis == "" and plain.kind == side_kind(sides)
+    shipped = calibration.default()
+    shift = Shift(side_kind(sides), 0.1, 8, 8, 0.0078)
+    monkeypatch.setattr(calibration, "default", lambda: Calibration(shipped.sigma, shipped.level, shipped.pairs,
+                                                                    shipped.basis, shipped.device_classes, (shift,)))
+    moved, _ = predict(sides)
+    assert moved.shift == 0.1 and "8 development pairs of this kind" in moved.shift_basis
+    assert 1 + moved.gap_pct / 100 == pytest.approx((1 + plain.gap_pct / 100) * math.exp(-0.1), rel=1e-9)
+    assert 1 + moved.lo / 100 == pytest.approx((1 + plain.lo / 100) * math.exp(-0.1), rel=1e-9)
+    assert "a factor of 0.905 on the ratio" in _method_text(moved) and "factor of" not in _method_text(plain)
+    # the rates' noise alone (model σ given): the model as it prices, no shift
+    raw, _ = predict(sides, model_sigma=0.0)
+    assert raw.shift == 0.0 and raw.gap_pct == plain.gap_pct

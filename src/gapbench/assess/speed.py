@@ -175,6 +175,9 @@ class SpeedPrediction:
     measured_note: str = ""  # why there is no measured check
     model_sigma: float = 0.0  # the model's own error drawn into the interval (log-gap standard deviation)
     model_basis: str = ""  # what that σ was calibrated on ('' when none was drawn)
+    kind: str = ""  # the pair's kind as the calibration keys its shifts (calibration.pair_kind)
+    shift: float = 0.0  # the calibrated mean error of this kind, taken off the steps' log ratio (0: none)
+    shift_basis: str = ""  # what that shift was measured on ('' when none applies)
 
     @property
     def flagged(self) -> tuple[str, ...]:
@@ -414,22 +417,31 @@ def _classes(plan: _Plan, values: np.ndarray) -> tuple[ClassTime, ...]:
     return tuple(out)
 
 
-def model_error(sides: list[tuple[Work, PlatformRates]], sigma: float | None) -> tuple[float, str]:
-    """(σ, basis) of the model's own error for this pair: `sigma` as given, else the shipped calibration's; none
-    when both sides are one platform running one trace."""
+def model_error(sides: list[tuple[Work, PlatformRates]],
+                sigma: float | None) -> tuple[float, str, calibration.Shift | None]:
+    """(σ, basis, shift) of the model's own error for this pair: `sigma` as given (and no shift), else the
+    shipped calibration's σ and the shift of this pair's kind where it has one; none when both sides are one
+    platform running one trace."""
     (w0, p0), (w1, p1) = sides
     if _platform_key(p0) == _platform_key(p1) and w0.items == w1.items:
-        return 0.0, ""
+        return 0.0, "", None
     if sigma is not None:
-        return sigma, "as given" if sigma else ""
+        return sigma, "as given" if sigma else "", None
     cal = calibration.default()
     if cal is None:
-        return 0.0, ""
+        return 0.0, "", None
     classes = {"cpu" if pr.synchronous else "accelerator" for _, pr in sides}
     beyond = sorted(classes - set(cal.device_classes))
     basis = cal.basis + (f"; not calibrated on {' or '.join(beyond)} pairs: applied as measured there" if beyond
                          else "")
-    return cal.sigma, basis
+    return cal.sigma, basis, cal.shift_of(side_kind(sides))
+
+
+def side_kind(sides: list[tuple[Work, PlatformRates]]) -> str:
+    """The pair's kind as the calibration keys its shifts (calibration.pair_kind)."""
+    (w0, p0), (w1, p1) = sides
+    return calibration.pair_kind(p0.identity or {"type": p0.device_type},
+                                 p1.identity or {"type": p1.device_type}, w0.items == w1.items)
 
 
 def predict(sides: list[tuple[Work, PlatformRates]], draws: int = DRAWS, seed: int = SEED,
@@ -455,9 +467,10 @@ def predict(sides: list[tuple[Work, PlatformRates]], draws: int = DRAWS, seed: i
     totals = [_step_times(plan, v, pr.synchronous) for plan, v, (_, pr) in zip(plans, drawn, sides, strict=True)]
     point = [float(_step_times(p, nominal[None, :], pr.synchronous)[0]) for p, (_, pr) in zip(plans, sides,
                                                                                                 strict=True)]
-    sigma, basis = model_error(sides, model_sigma)
+    sigma, basis, shift = model_error(sides, model_sigma)
+    shifted = math.exp(-shift.shift) if shift else 1.0
     own = np.exp(np.random.default_rng(seed + 1).standard_normal(draws) * sigma) if sigma > 0 else 1.0
-    gaps = (totals[0] / totals[1] * own - 1) * 100
+    gaps = (totals[0] / totals[1] * own * shifted - 1) * 100
     q = [(1 - level) / 2 * 100, (1 + level) / 2 * 100]
     side_preds = []
     for i, (plan, (work, pr)) in enumerate(zip(plans, sides, strict=True)):
@@ -469,9 +482,11 @@ def predict(sides: list[tuple[Work, PlatformRates]], draws: int = DRAWS, seed: i
                                          *unmeasured_conv(work, pr), *unmeasured_attention(work, pr),
                                          unmeasured_optimizer(work, pr), *unmeasured_grouped(work, pr)))
     glo, ghi = np.percentile(gaps, q)
-    check, note = measured_check(sides, point, history)
-    return SpeedPrediction(side_preds[0], side_preds[1], (point[0] / point[1] - 1) * 100, float(glo), float(ghi),
-                           level, draws, seed, check, note, sigma, basis), []
+    gap = (point[0] / point[1] * shifted - 1) * 100
+    check, note = measured_check(sides, point, history, gap)
+    return SpeedPrediction(side_preds[0], side_preds[1], gap, float(glo), float(ghi), level, draws, seed, check,
+                           note, sigma, basis, side_kind(sides), shift.shift if shift else 0.0,
+                           shift.basis() if shift else ""), []
 
 
 def drawn_values(table: _Table, plans: list[_Plan], spreads: list[float], draws: int,
@@ -508,9 +523,10 @@ def _measured_row(work: Work, pr: PlatformRates):
 
 
 def measured_check(sides: list[tuple[Work, PlatformRates]], predicted: list[float],
-                   history: HistoryChoice = True) -> tuple[MeasuredCheck | None, str]:
+                   history: HistoryChoice = True, gap_pct: float | None = None) -> tuple[MeasuredCheck | None, str]:
     """Predicted against measured when both results files hold the traced workload variant; the measured gap is
-    judged as compare judges it (the row's spread from the history, else the class default)."""
+    judged as compare judges it (the row's spread from the history, else the class default). `gap_pct`: the
+    predicted gap (default: the predicted steps' ratio)."""
     (w_src, src), (w_tgt, tgt) = sides
     if w_src.variant is None or w_tgt.variant is None:
         return None, "the traced step is not a built-in workload's measured iteration"
@@ -530,5 +546,5 @@ def measured_check(sides: list[tuple[Work, PlatformRates]], predicted: list[floa
     gap = judge(b, a, b.higher_is_better, spread, drift=drift, spreads=spreads)
     if gap.pct is None:
         return None, f"the measured rows give no gap ({gap.status})"
-    error = (predicted[0] / predicted[1] - 1) * 100 - gap.pct
+    error = ((predicted[0] / predicted[1] - 1) * 100 if gap_pct is None else gap_pct) - gap.pct
     return MeasuredCheck(w_src.target, (a.variant, b.variant), (ta, tb), (predicted[0], predicted[1]), gap, error), ""

@@ -6,6 +6,7 @@ kit's Table, so every string from a scanned file, a trace or a results file is e
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from html import escape
 
@@ -308,10 +309,13 @@ def _method_text(s) -> str:
                 f"summed over the step — {sides}. The interval is a seeded Monte Carlo "
                 f"({s.draws} draws, seed {s.seed}) over each rate's own 95% interval and each platform's "
                 "run-to-run spread")
+    shifted = (f" The expected speed is the predicted steps' ratio less the model's calibrated mean error on pairs "
+               f"of this kind, a factor of {math.exp(-s.shift):.3f} on the ratio ({s.shift_basis})." if s.shift else "")
     if s.model_sigma:
-        return how_text + f", and the model's own error (σ = {s.model_sigma:.3g} in log gap: {s.model_basis})."
+        return (how_text + f", and the model's own error (σ = {s.model_sigma:.3g} in log gap: {s.model_basis})."
+                + shifted)
     return how_text + ("; it covers the measurements' noise, not the model's own error (no calibration applies "
-                       "here).")
+                       "here).") + shifted
 
 
 def _unknowns(a: Assessment) -> list[str]:
