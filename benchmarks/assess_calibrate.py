@@ -32,6 +32,7 @@ from gapbench.assess.calibration import (  # noqa: E402
     Shift,
     calibrate,
     covered,
+    leanings,
     log_error,
     shifts,
     sigma_of_interval,
@@ -48,7 +49,7 @@ def _pairs(rows: list[dict], source: str, key: str) -> list[tuple[Pair, dict]]:
             continue
         lo, hi = r["predicted_interval_pct"]
         p = Pair(f"{source}: {r[key]}, {r['pair']}", log_error(r["predicted_gap_pct"], r["measured_gap_pct"]),
-                 sigma_of_interval(lo, hi, LEVEL), r.get("kind", ""))
+                 sigma_of_interval(lo, hi, LEVEL), r.get("kind", ""), source)
         out.append((p, r))
     return out
 
@@ -93,10 +94,11 @@ def toml_text(pairs: list[Pair], sigma: float, basis: str, command: str, found: 
              f"sigma = {sigma}", f"level = {LEVEL}", 'device_classes = ["cpu"]', f"basis = {json.dumps(basis)}", ""]
     for s in found:
         lines += ["[[shift]]", f"kind = {json.dumps(s.kind)}", f"shift = {s.shift}", f"pairs = {s.pairs}",
-                  f"above = {s.above}", f"p = {s.p}", ""]
+                  f"sessions = {s.sessions}", f"above = {s.above}", f"p = {s.p}", ""]
     for p in pairs:
-        lines += ["[[pair]]", f"name = {json.dumps(p.name)}", f"kind = {json.dumps(p.kind)}", f"error = {p.error:.5f}",
-                  f"sigma_rates = {p.sigma_rates:.5f}", ""]
+        lines += ["[[pair]]", f"name = {json.dumps(p.name)}", f"kind = {json.dumps(p.kind)}",
+                  f"session = {json.dumps(p.session)}", f"error = {p.error:.5f}", f"sigma_rates = {p.sigma_rates:.5f}",
+                  ""]
     return "\n".join(lines)
 
 
@@ -116,8 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     for p, r in found:
         print(f"{p.name:70s} predicted {r['predicted_gap_pct']:+7.1f}% measured {r['measured_gap_pct']:+7.1f}% "
               f"log error {p.error:+.3f} rates σ {p.sigma_rates:.3f}")
-    for k in kinds:
-        print(f"shift {k.shift:+.4f} ({k.above} of {k.pairs} pairs above zero, sign test p = {k.p:.2g}): {k.kind}")
+    for k in leanings(pairs):
+        print(f"{'shift' if k in kinds else 'no shift'} {k.shift:+.4f} ({k.above} of {k.sessions} sessions above "
+              f"zero, sign test p = {k.p:.2g}; {k.pairs} pairs): {k.kind}")
     before, after = covered(left, 0.0, LEVEL), covered(left, sigma, LEVEL)
     print(f"{len(pairs)} pairs; the measured gap inside the {LEVEL:.0%} interval: {before} with the rates' noise "
           f"alone, {after} with the model's own σ = {sigma}" + (" (less their kind's shift)" if kinds else ""))

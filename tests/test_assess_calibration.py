@@ -18,6 +18,7 @@ from gapbench.assess.calibration import (
     Shift,
     calibrate,
     covered,
+    leanings,
     log_error,
     needed,
     pair_kind,
@@ -85,22 +86,28 @@ def test_a_prediction_draws_the_model_error_only_where_there_is_something_to_be_
     assert "not calibrated on accelerator pairs" in beyond.model_basis
 
 
-def test_a_kind_is_shifted_only_where_its_errors_lean_to_one_side_beyond_chance():
+def test_a_kind_is_shifted_only_where_its_sessions_lean_to_one_side_beyond_chance():
     a, b, c = "cpu X (2 cores, 1 threads) → cpu X (2 cores, 2 threads), one trace", "kind b", "kind c"
-    biased = [Pair(f"a{i}", 0.10 + d, 0.05, a) for i, d in enumerate((-0.03, 0.02, -0.01, 0.03, 0.0, -0.02, 0.05))]
-    noisy = [Pair(f"b{i}", e, 0.05, b) for i, e in enumerate((0.2, -0.25, 0.15, -0.1, 0.1, 0.05, 0.3))]
-    few = [Pair(f"c{i}", 0.3, 0.05, c) for i in range(5)]  # one fewer than a shift needs
-    found = shifts(biased + noisy + few + [Pair("no kind", 0.5, 0.05)])
-    # 7 of 7 above zero: p = 2 / 2⁷ = 0.016 ≥ 0.01, no shift yet; an eighth makes it 2 / 2⁸ = 0.0078
-    assert found == ()
-    biased.append(Pair("a7", 0.4, 0.05, a))
-    found = shifts(biased + noisy + few)
-    assert [s.kind for s in found] == [a] and (found[0].pairs, found[0].above) == (8, 8)
-    assert found[0].shift == pytest.approx(0.11, abs=1e-9)  # the median of .07 .08 .09 .10 .12 .13 .15 .40 and found[0].p == pytest.approx(2 / 2 ** 8, rel=1e-4)
+    # kind a: seven sessions of two pairs, each session's median above zero
+    lean = (0.07, 0.12, 0.09, 0.13, 0.10, 0.08, 0.15)
+    biased = [Pair(f"a{i}{j}", e + d, 0.05, a, f"session {i}") for i, e in enumerate(lean) for j, d in
+              enumerate((-0.01, 0.01))]
+    noisy = [Pair(f"b{i}", e, 0.05, b, f"session {i}") for i, e in enumerate((0.2, -0.25, 0.15, -0.1, 0.1, 0.05, 0.3,
+                                                                                -0.2, 0.1))]
+    # kind c: seventeen pairs above zero, but from five sessions — one machine's state, five times, not seventeen
+    clustered = [Pair(f"c{i}", 0.1, 0.05, c, f"session {i % 5}") for i in range(17)]
+    assert shifts(biased + noisy + clustered + [Pair("no kind", 0.5, 0.05)]) == ()  # 7 of 7: p = 2 / 2⁷ = 0.016
+    lean_c = next(k for k in leanings(clustered) if k.kind == c)
+    assert (lean_c.pairs, lean_c.sessions, lean_c.above, lean_c.p) == (17, 5, 5, 0.0625)
+    biased.append(Pair("a7", 0.40, 0.05, a, "session 7"))  # an eighth session: 2 / 2⁸ = 0.0078
+    found = shifts(biased + noisy + clustered)
+    assert [s.kind for s in found] == [a] and (found[0].pairs, found[0].sessions, found[0].above) == (15, 8, 8)
+    assert found[0].shift == pytest.approx(0.11, abs=1e-9)  # the median of .07 .08 .09 .10 .12 .13 .15 .40
+    assert found[0].p == pytest.approx(2 / 2 ** 8, rel=1e-4)
     assert sign_test(8, 8) == pytest.approx(0.0078125) and sign_test(4, 8) == 1.0 and sign_test(1, 8) == sign_test(7, 8)
     left = unshifted(biased + noisy, found)
-    assert [p.error for p in left[:8]] == pytest.approx([p.error - 0.11 for p in biased], abs=1e-9)
-    assert left[8:] == noisy
+    assert [p.error for p in left[:15]] == pytest.approx([p.error - 0.11 for p in biased], abs=1e-9)
+    assert left[15:] == noisy
     # the kind names each side's processor, cores and threads, and whether both run one trace
     one = {"type": "cpu", "product": "AMD EPYC", "cores": 2, "threads": 1}
     assert pair_kind(one, {**one, "threads": 2}, True) == \
@@ -116,11 +123,11 @@ def test_a_prediction_of_a_shifted_kind_takes_the_shift_off_its_gap_and_its_chec
     plain, _ = predict(sides)
     assert plain.shift == 0.0 and plain.shift_basis == "" and plain.kind == side_kind(sides)
     shipped = calibration.default()
-    shift = Shift(side_kind(sides), 0.1, 8, 8, 0.0078)
+    shift = Shift(side_kind(sides), 0.1, 8, 8, 8, 0.0078)
     monkeypatch.setattr(calibration, "default", lambda: Calibration(shipped.sigma, shipped.level, shipped.pairs,
                                                                     shipped.basis, shipped.device_classes, (shift,)))
     moved, _ = predict(sides)
-    assert moved.shift == 0.1 and "8 development pairs of this kind" in moved.shift_basis
+    assert moved.shift == 0.1 and "8 sessions of development pairs of this kind" in moved.shift_basis
     assert 1 + moved.gap_pct / 100 == pytest.approx((1 + plain.gap_pct / 100) * math.exp(-0.1), rel=1e-9)
     assert 1 + moved.lo / 100 == pytest.approx((1 + plain.lo / 100) * math.exp(-0.1), rel=1e-9)
     assert "a factor of 0.905 on the ratio" in _method_text(moved) and "factor of" not in _method_text(plain)

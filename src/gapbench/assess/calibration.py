@@ -13,13 +13,16 @@ that follows are kept in calibration.toml beside this module, written by benchma
 the development models' accuracy runs (never from the models held aside to score it).
 
 The error has a centre as well as a spread. Pairs of one kind (`pair_kind`: the same two processors and core
-counts, the same thread counts, one trace on both sides or two) can share a bias the model does not know of: on a
-2-vCPU AMD EPYC VM the second thread's speed-up was over-predicted on 16 of 17 development pairs (median log error
-+0.11), while its pairs at one thread fell on either side. Where a kind has at least MIN_SHIFT_PAIRS pairs and its
-errors fall on one side of zero more often than chance would put them there (a two-sided sign test, p below
-SHIFT_P), the median of its errors is the kind's shift: a prediction of that kind takes it off its log gap, and σ
-is calibrated on the pairs' errors less their kind's shift. The median, not the mean, since the score is the mean
-absolute error and a few far misses would drag a mean. A kind without a shift is predicted as the model prices it.
+counts, the same thread counts, one trace on both sides or two) can share a bias the model does not know of. The
+pairs of one session (one run folder: one boot of one machine, its rows and steps measured within the hour) are not
+independent evidence of it: on a 2-vCPU AMD EPYC VM the second thread's speed-up was over-predicted on 16 of 17
+development pairs from five sessions (median log error +0.11), and on the next session's three held-aside pairs by
++0.00 to +0.03, so a shift of +0.11 taken from the pairs as if independent made them worse. So the unit is the
+session: where a kind's sessions (each its pairs' median error) fall on one side of zero more often than chance
+would put them there (a two-sided sign test, p below SHIFT_P, which takes at least eight sessions of one sign), the
+median of the sessions' medians is the kind's shift: a prediction of that kind takes it off its log gap, and σ is
+calibrated on the pairs' errors less their kind's shift. Medians, not means, since the score is the mean absolute
+error and a few far misses would drag a mean. A kind without a shift is predicted as the model prices it.
 """
 
 from __future__ import annotations
@@ -38,7 +41,6 @@ except ModuleNotFoundError:  # Python 3.10
 from gapbench.stats import normal_quantile
 
 CALIBRATION_FILE = Path(__file__).with_name("calibration.toml")
-MIN_SHIFT_PAIRS = 6
 SHIFT_P = 0.01
 
 
@@ -48,19 +50,22 @@ class Pair:
     error: float  # ln((1 + predicted) / (1 + measured)), gaps as fractions
     sigma_rates: float  # the prediction's own log-interval half-width over z
     kind: str = ""  # pair_kind of its two sides ("" where unknown: never shifted)
+    session: str = ""  # the run folder both sides were measured in ("" where unknown: a session of its own)
 
 
 @dataclass(frozen=True)
 class Shift:
     kind: str
-    shift: float  # the median log error of the kind's pairs, taken off a prediction's log gap
+    shift: float  # the median of the kind's sessions' median log errors, taken off a prediction's log gap
     pairs: int
-    above: int  # of them, how many predicted a larger gap than measured
+    sessions: int
+    above: int  # of the sessions, how many predicted a larger gap than measured (by their pairs' median)
     p: float  # the two-sided sign test's p-value of that count
 
     def basis(self) -> str:
-        return (f"the median error of {self.pairs} development pairs of this kind ({self.kind}), {self.above} of "
-                f"them above zero, sign test p = {self.p:.2g}: {self.shift:+.3f} in log gap")
+        return (f"the median error of {self.sessions} sessions of development pairs of this kind ({self.kind}; "
+                f"{self.pairs} pairs), {self.above} of the sessions above zero, sign test p = {self.p:.2g}: "
+                f"{self.shift:+.3f} in log gap")
 
 
 @dataclass(frozen=True)
@@ -92,26 +97,32 @@ def sign_test(above: int, n: int) -> float:
     return min(1.0, 2 * sum(math.comb(n, i) for i in range(k, n + 1)) / 2 ** n)
 
 
-def shifts(pairs: list[Pair] | tuple[Pair, ...]) -> tuple[Shift, ...]:
-    """Each kind's shift, where its pairs' errors fall on one side of zero beyond chance (see the module's text)."""
-    by: dict[str, list[float]] = {}
-    for p in pairs:
+def leanings(pairs: list[Pair] | tuple[Pair, ...]) -> tuple[Shift, ...]:
+    """Every kind's sessions: the median of their median errors, how many lean above zero and the sign test's p
+    (see the module's text); a kind is shifted where p < SHIFT_P."""
+    by: dict[str, dict[str, list[float]]] = {}
+    for i, p in enumerate(pairs):
         if p.kind:
-            by.setdefault(p.kind, []).append(p.error)
+            by.setdefault(p.kind, {}).setdefault(p.session or f"pair {i}", []).append(p.error)
     out = []
-    for kind, errors in sorted(by.items()):
-        nonzero = [e for e in errors if e != 0]
-        above = sum(e > 0 for e in nonzero)
-        if len(nonzero) < MIN_SHIFT_PAIRS or (p := sign_test(above, len(nonzero))) >= SHIFT_P:
-            continue
-        out.append(Shift(kind, round(statistics.median(errors), 5), len(errors), above, round(p, 6)))
+    for kind, sessions in sorted(by.items()):
+        medians = [m for m in (statistics.median(e) for e in sessions.values()) if m != 0]
+        if medians:
+            above = sum(m > 0 for m in medians)
+            out.append(Shift(kind, round(statistics.median(medians), 5), sum(map(len, sessions.values())),
+                             len(medians), above, round(sign_test(above, len(medians)), 6)))
     return tuple(out)
+
+
+def shifts(pairs: list[Pair] | tuple[Pair, ...]) -> tuple[Shift, ...]:
+    """The kinds whose sessions' errors fall on one side of zero beyond chance, each with its shift."""
+    return tuple(s for s in leanings(pairs) if s.p < SHIFT_P)
 
 
 def unshifted(pairs: list[Pair] | tuple[Pair, ...], found: tuple[Shift, ...]) -> list[Pair]:
     """The pairs' errors less their kind's shift: what is left for σ to cover."""
     by = {s.kind: s.shift for s in found}
-    return [Pair(p.name, p.error - by.get(p.kind, 0.0), p.sigma_rates, p.kind) for p in pairs]
+    return [Pair(p.name, p.error - by.get(p.kind, 0.0), p.sigma_rates, p.kind, p.session) for p in pairs]
 
 
 
@@ -155,10 +166,10 @@ def calibrate(pairs: list[Pair], level: float = 0.95) -> float:
 def load(path: Path = CALIBRATION_FILE) -> Calibration:
     with open(path, "rb") as f:
         data = tomllib.load(f)
-    pairs = tuple(Pair(p["name"], float(p["error"]), float(p["sigma_rates"]), str(p.get("kind", "")))
-                  for p in data.get("pair", []))
-    found = tuple(Shift(str(s["kind"]), float(s["shift"]), int(s["pairs"]), int(s["above"]), float(s["p"]))
-                  for s in data.get("shift", []))
+    pairs = tuple(Pair(p["name"], float(p["error"]), float(p["sigma_rates"]), str(p.get("kind", "")),
+                       str(p.get("session", ""))) for p in data.get("pair", []))
+    found = tuple(Shift(str(s["kind"]), float(s["shift"]), int(s["pairs"]), int(s["sessions"]), int(s["above"]),
+                        float(s["p"])) for s in data.get("shift", []))
     return Calibration(float(data["sigma"]), float(data["level"]), pairs, str(data["basis"]),
                        tuple(data.get("device_classes", ())), found)
 
