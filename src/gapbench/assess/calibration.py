@@ -14,10 +14,11 @@ the development models' accuracy runs (never from the models held aside to score
 
 The error has a centre as well as a spread. Pairs of one kind (`pair_kind`: the same two processors and core
 counts, the same thread counts, one trace on both sides or two) can share a bias the model does not know of. The
-pairs of one session (one run folder: one boot of one machine, its rows and steps measured within the hour) are not
+pairs of one session (one run folder: its rows and steps measured on one machine within the hour) are not
 independent evidence of it: on a 2-vCPU AMD EPYC VM the second thread's speed-up was over-predicted on 16 of 17
-development pairs from five sessions (median log error +0.11), and on the next session's three held-aside pairs by
-+0.00 to +0.03, so a shift of +0.11 taken from the pairs as if independent made them worse. So the unit is the
+development pairs from five sessions (median log error +0.11), and two hours later, in the same boot, on the next
+session's three held-aside pairs by +0.00 to +0.03, so a shift of +0.11 taken from the pairs as if independent made
+them worse. So the unit is the
 session: where a kind's sessions (each its pairs' median error) fall on one side of zero more often than chance
 would put them there (a two-sided sign test, p below SHIFT_P, which takes at least eight sessions of one sign), the
 median of the sessions' medians is the kind's shift: a prediction of that kind takes it off its log gap, and σ is
