@@ -444,8 +444,8 @@ def markdown(rows: list[dict], summ: dict, log: list[dict], command: str, loads:
              for r in rows if "flagged_rates" in r]
     shifted = {r["kind"]: r["shift"] for r in rows if r.get("shift")}
     if shifted:
-        lines += ["", "Calibrated shifts taken off the predicted gaps (the model's mean log error on development "
-                      "pairs of the kind): " + "; ".join(f"{k}: {v:+.4f}" for k, v in shifted.items()) + "."]
+        lines += ["", "Calibrated shifts taken off the predicted gaps (the median of the model's log errors over development "
+                      "sessions of the kind): " + "; ".join(f"{k}: {v:+.4f}" for k, v in shifted.items()) + "."]
     if flags:
         lines += ["", "Host watch (source / target; a flagged measurement ran while other processes used the "
                       "CPUs): " + "; ".join(flags) + "."]

@@ -179,6 +179,9 @@ def test_rows_measured_on_another_host_are_left_out_of_a_side(tmp_path):
     assert sorted(m.variant.get("m", 0) for m in side.measurements if m.workload == "gemm") == [256, 1024]
     md = assess_unseen.markdown([], {}, [], "cmd", [], {f"1t/{f}": why for f, why in foreign.items()})
     assert "Left out, measured on another host" in md and "shapes-cold-1t.json" in md
+    assert "Calibrated shifts" not in md
+    row = {"pair": "1 vs 2 threads, fp32", "model": "m", "skipped": "x", "kind": "cpu X → cpu X, one trace", "shift": 0.1}
+    assert "cpu X → cpu X, one trace: +0.1000." in assess_unseen.markdown([row], {}, [], "cmd", [])
 
 
 def test_a_step_on_subnormal_gradients_is_said_so_and_its_pair_is_not_scored():
