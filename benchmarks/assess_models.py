@@ -132,9 +132,7 @@ def build(name: str, dtype: str = "fp32", scale: float = 1.0, device: str | torc
     cfg = _scaled_config(spec, scale)
     inp = _scaled_input(spec, scale)
     arch = spec["architecture"]
-    config_cls = getattr(transformers, arch.replace("ForCausalLM", "Config").replace("LMHeadModel", "Config")
-                         .replace("ForImageClassification", "Config").replace("ForConditionalGeneration", "Config")
-                         .replace("ForMaskedLM", "Config"))
+    config_cls = getattr(transformers, arch).config_class  # the model class's own (MarianMTModel: MarianConfig)
     extra = {"num_labels": spec["labels"]} if "labels" in spec else {}
     if "image_size" in cfg and "image" in inp:
         side = inp["image"]
