@@ -417,11 +417,11 @@ def _classes(plan: _Plan, values: np.ndarray) -> tuple[ClassTime, ...]:
     return tuple(out)
 
 
-def model_error(sides: list[tuple[Work, PlatformRates]],
-                sigma: float | None) -> tuple[float, str, calibration.Shift | None]:
+def model_error(sides: list[tuple[Work, PlatformRates]], sigma: float | None,
+                kind: str) -> tuple[float, str, calibration.Shift | None]:
     """(σ, basis, shift) of the model's own error for this pair: `sigma` as given (and no shift), else the
-    shipped calibration's σ and the shift of this pair's kind where it has one; none when both sides are one
-    platform running one trace."""
+    shipped calibration's σ and the shift of the pair's `kind` (side_kind) where it has one; none when both sides
+    are one platform running one trace."""
     (w0, p0), (w1, p1) = sides
     if _platform_key(p0) == _platform_key(p1) and w0.items == w1.items:
         return 0.0, "", None
@@ -434,7 +434,7 @@ def model_error(sides: list[tuple[Work, PlatformRates]],
     beyond = sorted(classes - set(cal.device_classes))
     basis = cal.basis + (f"; not calibrated on {' or '.join(beyond)} pairs: applied as measured there" if beyond
                          else "")
-    return cal.sigma, basis, cal.shift_of(side_kind(sides))
+    return cal.sigma, basis, cal.shift_of(kind)
 
 
 def side_kind(sides: list[tuple[Work, PlatformRates]]) -> str:
@@ -467,7 +467,8 @@ def predict(sides: list[tuple[Work, PlatformRates]], draws: int = DRAWS, seed: i
     totals = [_step_times(plan, v, pr.synchronous) for plan, v, (_, pr) in zip(plans, drawn, sides, strict=True)]
     point = [float(_step_times(p, nominal[None, :], pr.synchronous)[0]) for p, (_, pr) in zip(plans, sides,
                                                                                                 strict=True)]
-    sigma, basis, shift = model_error(sides, model_sigma)
+    kind = side_kind(sides)
+    sigma, basis, shift = model_error(sides, model_sigma, kind)
     shifted = math.exp(-shift.shift) if shift else 1.0
     own = np.exp(np.random.default_rng(seed + 1).standard_normal(draws) * sigma) if sigma > 0 else 1.0
     gaps = (totals[0] / totals[1] * own * shifted - 1) * 100
@@ -483,9 +484,9 @@ def predict(sides: list[tuple[Work, PlatformRates]], draws: int = DRAWS, seed: i
                                          unmeasured_optimizer(work, pr), *unmeasured_grouped(work, pr)))
     glo, ghi = np.percentile(gaps, q)
     gap = (point[0] / point[1] * shifted - 1) * 100
-    check, note = measured_check(sides, point, history, gap)
+    check, note = measured_check(sides, point, gap, history)
     return SpeedPrediction(side_preds[0], side_preds[1], gap, float(glo), float(ghi), level, draws, seed, check,
-                           note, sigma, basis, side_kind(sides), shift.shift if shift else 0.0,
+                           note, sigma, basis, kind, shift.shift if shift else 0.0,
                            shift.basis() if shift else ""), []
 
 
@@ -522,11 +523,11 @@ def _measured_row(work: Work, pr: PlatformRates):
     return next((m for m in pr.models if m.workload == name and m.variant == work.variant), None)
 
 
-def measured_check(sides: list[tuple[Work, PlatformRates]], predicted: list[float],
-                   history: HistoryChoice = True, gap_pct: float | None = None) -> tuple[MeasuredCheck | None, str]:
-    """Predicted against measured when both results files hold the traced workload variant; the measured gap is
-    judged as compare judges it (the row's spread from the history, else the class default). `gap_pct`: the
-    predicted gap (default: the predicted steps' ratio)."""
+def measured_check(sides: list[tuple[Work, PlatformRates]], predicted: list[float], gap_pct: float,
+                   history: HistoryChoice = True) -> tuple[MeasuredCheck | None, str]:
+    """Predicted (the steps `predicted`, the gap `gap_pct`) against measured when both results files hold the traced
+    workload variant; the measured gap is judged as compare judges it (the row's spread from the history, else the
+    class default)."""
     (w_src, src), (w_tgt, tgt) = sides
     if w_src.variant is None or w_tgt.variant is None:
         return None, "the traced step is not a built-in workload's measured iteration"
@@ -546,5 +547,5 @@ def measured_check(sides: list[tuple[Work, PlatformRates]], predicted: list[floa
     gap = judge(b, a, b.higher_is_better, spread, drift=drift, spreads=spreads)
     if gap.pct is None:
         return None, f"the measured rows give no gap ({gap.status})"
-    error = ((predicted[0] / predicted[1] - 1) * 100 if gap_pct is None else gap_pct) - gap.pct
+    error = gap_pct - gap.pct
     return MeasuredCheck(w_src.target, (a.variant, b.variant), (ta, tb), (predicted[0], predicted[1]), gap, error), ""

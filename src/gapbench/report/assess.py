@@ -309,7 +309,7 @@ def _method_text(s) -> str:
                 f"summed over the step — {sides}. The interval is a seeded Monte Carlo "
                 f"({s.draws} draws, seed {s.seed}) over each rate's own 95% interval and each platform's "
                 "run-to-run spread")
-    shifted = (f" The expected speed is the predicted steps' ratio less the model's calibrated mean error on pairs "
+    shifted = (f" The expected speed is the predicted steps' ratio less the model's calibrated median error on pairs "
                f"of this kind, a factor of {math.exp(-s.shift):.3f} on the ratio ({s.shift_basis})." if s.shift else "")
     if s.model_sigma:
         return (how_text + f", and the model's own error (σ = {s.model_sigma:.3g} in log gap: {s.model_basis})."
