@@ -38,8 +38,13 @@ from gapbench.assess.calibration import (  # noqa: E402
     sigma_of_interval,
     unshifted,
 )
+from gapbench.errors import GapbenchError  # noqa: E402
 
 LEVEL = 0.95
+
+
+class Refused(Exception):
+    """Input the calibration cannot take: said in one line, exit 2."""
 
 
 def _pairs(rows: list[dict], source: str, key: str) -> list[tuple[Pair, dict]]:
@@ -66,14 +71,14 @@ def unseen_pairs(folder: Path) -> list[tuple[Pair, dict]]:
 
     scores = Path(f"{folder}-accuracy.json")
     if not scores.exists():
-        raise SystemExit(f"assess_calibrate: {scores} is missing (run benchmarks/assess_unseen.py --out {folder})")
+        raise Refused(f"{scores} is missing (run benchmarks/assess_unseen.py --out {folder})")
     data = json.loads(scores.read_text())
     # the models' split as it stands now: a round's held-aside models, once scored, are development models of the
     # next round (benchmarks/data/assess_models.toml); a model held aside now never calibrates
     split = {n: assess_models.models()[n]["split"] for n in data["models"]}
     held = sorted(n for n, s in split.items() if s != "development")
     if held:
-        raise SystemExit(f"assess_calibrate: {folder} holds {', '.join(held)}, held aside: only development models "
+        raise Refused(f"{folder} holds {', '.join(held)}, held aside: only development models "
                          "calibrate the model")
     names = [n for n in data["models"] if split[n] == "development"]
     bf16 = any("bf16" in r["pair"] for r in data["pairs"])
@@ -108,29 +113,37 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--unseen", nargs="*", default=[], type=Path, help="assess_unseen.py development run folders")
     ap.add_argument("--write", action="store_true", help=f"write {CALIBRATION_FILE.relative_to(ROOT)}")
     args = ap.parse_args(argv)
+    try:
+        return calibrate_and_write(args, argv)
+    except (Refused, GapbenchError) as e:  # a folder without its runs, a malformed results file
+        print(f"assess_calibrate: {e}", file=sys.stderr)
+        return 2
+
+
+def calibrate_and_write(args, argv: list[str] | None) -> int:
     found = [x for f in args.shipped for x in shipped_pairs(f)] + [x for f in args.unseen for x in unseen_pairs(f)]
     if not found:
-        raise SystemExit("assess_calibrate: no scored pairs in the folders given")
+        raise Refused("no scored pairs in the folders given")
     pairs = [p for p, _ in found]
-    kinds = shifts(pairs)
-    left = unshifted(pairs, kinds)
+    shifted = shifts(pairs)
+    left = unshifted(pairs, shifted)
     sigma = calibrate(left, LEVEL)
     for p, r in found:
         print(f"{p.name:70s} predicted {r['predicted_gap_pct']:+7.1f}% measured {r['measured_gap_pct']:+7.1f}% "
               f"log error {p.error:+.3f} rates σ {p.sigma_rates:.3f}")
     for k in leanings(pairs):
-        print(f"{'shift' if k in kinds else 'no shift'} {k.shift:+.4f} ({k.above} of {k.sessions} sessions above "
+        print(f"{'shift' if k in shifted else 'no shift'} {k.shift:+.4f} ({k.above} of {k.sessions} sessions above "
               f"zero, sign test p = {k.p:.2g}; {k.pairs} pairs): {k.kind}")
     before, after = covered(left, 0.0, LEVEL), covered(left, sigma, LEVEL)
     print(f"{len(pairs)} pairs; the measured gap inside the {LEVEL:.0%} interval: {before} with the rates' noise "
-          f"alone, {after} with the model's own σ = {sigma}" + (" (less their kind's shift)" if kinds else ""))
+          f"alone, {after} with the model's own σ = {sigma}" + (" (less their kind's shift)" if shifted else ""))
     basis = (f"{len(pairs)} CPU platform pairs of the development models "
              f"({', '.join(sorted({f.name for f in [*args.shipped, *args.unseen]}))}), {after} of them inside "
-             f"the {LEVEL:.0%} interval" + (f", once the shifts of {len(kinds)} pair kinds are taken off" if kinds
+             f"the {LEVEL:.0%} interval" + (f", once the shifts of {len(shifted)} pair kinds are taken off" if shifted
                                             else ""))
     if args.write:
         command = "python benchmarks/assess_calibrate.py " + " ".join(argv if argv is not None else sys.argv[1:])
-        CALIBRATION_FILE.write_text(toml_text(pairs, sigma, basis, command, kinds), encoding="utf-8")
+        CALIBRATION_FILE.write_text(toml_text(pairs, sigma, basis, command, shifted), encoding="utf-8")
         print(f"wrote {CALIBRATION_FILE.relative_to(ROOT)}")
     return 0
 
