@@ -82,6 +82,23 @@ def chosen(split: str, names: list[str] | None) -> list[str]:
     return [n for n, m in table.items() if m["split"] == split]
 
 
+def reference_of(name: str | None, names: list[str]) -> list[str]:
+    """The --reference model as a list (empty without one): a development model, measured beside the scored
+    models in each side's run so that its own predicted and measured gap tell the session's lean; a held-aside
+    model, an unknown one, or one of the scored models is refused."""
+    if name is None:
+        return []
+    table = assess_models.models()
+    if name not in table:
+        raise BadModels(f"assess_unseen: unknown reference model {name}; known: {', '.join(table)}")
+    if table[name]["split"] != "development":
+        raise Refused(f"assess_unseen: the reference {name} is held aside; a reference is a development model")
+    if name in names:
+        raise BadModels(f"assess_unseen: {name} is scored; the reference is measured beside the scored models, "
+                        "not one of them")
+    return [name]
+
+
 def uptime() -> str:
     try:
         return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
@@ -476,26 +493,30 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--measure-only", action="store_true",
                     help="measure what is missing in --out and stop before predicting: the score comes later, with "
                          "--reuse, once the step-time model is final")
+    ap.add_argument("--reference", metavar="NAME",
+                    help="a development model measured beside the scored ones on each side; its own error on the "
+                         "pair corrects theirs by the calibrated weight of the pair's kind")
     ap.add_argument("--held-aside-once", action="store_true",
                     help="score the held-aside models (once, after the work on the step-time model), not the "
                          "development ones")
     args = ap.parse_args(argv)
     split = "held-aside" if args.held_aside_once else "development"
     names = chosen(split, args.models)
+    reference = reference_of(args.reference, names)
     out = Path(args.out or DEFAULT_OUT[split])
     out.mkdir(parents=True, exist_ok=True)
     command = "python benchmarks/assess_unseen.py " + " ".join(argv if argv is not None else sys.argv[1:])
     loads = [f"start: {uptime()}"]
     log_file = out / "runs.json"
     log = json.loads(log_file.read_text()) if args.reuse and log_file.exists() else []
-    works = traced_all(names, args.bf16)
+    works = traced_all(names + reference, args.bf16)
     shapes = [] if args.no_listed else step_shapes(works.values())
     convs = [] if args.no_listed else step_convs(works.values())
     param_sets = [] if args.no_listed else step_param_sets(works.values())
     attentions = [] if args.no_listed else step_attentions(works.values())
     grouped = {} if args.no_listed else {d: step_grouped([w for (_, wd), w in works.items() if wd == d])
                                          for d in dict.fromkeys(wd for _, wd in works)}
-    log += measure(out, names, args.runs, args.bf16, args.reuse, shapes, convs, args.model_runs, param_sets,
+    log += measure(out, names + reference, args.runs, args.bf16, args.reuse, shapes, convs, args.model_runs, param_sets,
                    attentions, grouped)
     log_file.write_text(json.dumps(log, indent=1) + "\n", encoding="utf-8")
     if args.measure_only:

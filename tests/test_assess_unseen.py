@@ -203,3 +203,22 @@ def test_a_step_on_subnormal_gradients_is_said_so_and_its_pair_is_not_scored():
 
     assert "subnormal" in assess_unseen._subnormal(row(0.0), row(0.6)) and "60.0%" in assess_unseen._subnormal(row(0.6))
     assert assess_unseen._subnormal(row(0.0), row(assess_models.SUBNORMAL_LIMIT), None) == ""
+
+
+def test_a_reference_unknown_held_aside_or_scored_is_refused_before_anything_is_measured(tmp_path, monkeypatch):
+    held = [n for n, m in MODELS.items() if m["split"] == "held-aside"]
+    dev = [n for n, m in MODELS.items() if m["split"] == "development"]
+    measured = []
+    monkeypatch.setattr(assess_unseen, "traced_all", lambda names, bf16: measured.append(names) or {})
+    monkeypatch.setattr(assess_unseen, "measure", lambda *a, **k: measured.append(a) or [])
+    for argv, match in ((["--reference", "nosuch"], "unknown reference model nosuch"),
+                        (["--reference", held[0]], "is held aside"),
+                        (["--models", dev[0], "--reference", dev[0]], "is scored")):
+        with pytest.raises(SystemExit, match=match) as e:
+            assess_unseen.main([*argv, "--out", str(tmp_path / "o"), "--measure-only"])
+        assert e.value.code == 2
+    assert measured == []
+    # a development reference is traced and measured beside the scored models, in the same runs
+    assert assess_unseen.main(["--models", dev[1], "--reference", dev[0], "--out", str(tmp_path / "o"),
+                               "--measure-only"]) == 0
+    assert measured[0] == [dev[1], dev[0]] and measured[1][1] == [dev[1], dev[0]]
