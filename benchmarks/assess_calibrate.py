@@ -30,7 +30,9 @@ from gapbench.assess.calibration import (  # noqa: E402
     CALIBRATION_FILE,
     Pair,
     Shift,
+    Weight,
     calibrate,
+    checked_weights,
     covered,
     leanings,
     log_error,
@@ -91,7 +93,8 @@ def _commit() -> str:
     return p.stdout.strip() if p.returncode == 0 else "unknown"
 
 
-def toml_text(pairs: list[Pair], sigma: float, basis: str, command: str, found: tuple[Shift, ...] = ()) -> str:
+def toml_text(pairs: list[Pair], sigma: float, basis: str, command: str, found: tuple[Shift, ...] = (),
+              weights: tuple[Weight, ...] = ()) -> str:
     lines = ["# The step-time model's own error, calibrated on the development models' runs (never on the models",
              "# held aside to score it): written by benchmarks/assess_calibrate.py; gapbench.assess.calibration reads",
              "# it and tests/test_assess_calibration.py checks that sigma follows from the pairs below.",
@@ -100,6 +103,10 @@ def toml_text(pairs: list[Pair], sigma: float, basis: str, command: str, found: 
     for s in found:
         lines += ["[[shift]]", f"kind = {json.dumps(s.kind)}", f"shift = {s.shift}", f"pairs = {s.pairs}",
                   f"sessions = {s.sessions}", f"above = {s.above}", f"p = {s.p}", ""]
+    for w in weights:
+        lines += ["[[reference]]", f"kind = {json.dumps(w.kind)}", f"weight = {w.weight}", f"couples = {w.couples}",
+                  f"sessions = {w.sessions}", f"checked = {w.checked}", f"without = {w.without}", f"with = {w.with_}",
+                  ""]
     for p in pairs:
         lines += ["[[pair]]", f"name = {json.dumps(p.name)}", f"kind = {json.dumps(p.kind)}",
                   f"session = {json.dumps(p.session)}", f"error = {p.error:.5f}", f"sigma_rates = {p.sigma_rates:.5f}",
@@ -134,6 +141,12 @@ def calibrate_and_write(args, argv: list[str] | None) -> int:
     for k in leanings(pairs):
         print(f"{'shift' if k in shifted else 'no shift'} {k.shift:+.4f} ({k.above} of {k.sessions} sessions above "
               f"zero, sign test p = {k.p:.2g}; {k.pairs} pairs): {k.kind}")
+    weights, dropped = checked_weights(pairs)
+    for w in weights + dropped:
+        print(f"{'reference weight' if w in weights else 'no reference weight (fitted'} {w.weight:.4f}"
+              f"{'' if w in weights else ')'} ({w.couples} couples, {w.sessions} sessions; one session left out in "
+              f"turn, {w.checked} pairs: mean |error| {w.without:.1f}% without a reference, {w.with_:.1f}% with one): "
+              f"{w.kind}")
     before, after = covered(left, 0.0, LEVEL), covered(left, sigma, LEVEL)
     print(f"{len(pairs)} pairs; the measured gap inside the {LEVEL:.0%} interval: {before} with the rates' noise "
           f"alone, {after} with the model's own σ = {sigma}" + (" (less their kind's shift)" if shifted else ""))
@@ -143,7 +156,7 @@ def calibrate_and_write(args, argv: list[str] | None) -> int:
                                             else ""))
     if args.write:
         command = "python benchmarks/assess_calibrate.py " + " ".join(argv if argv is not None else sys.argv[1:])
-        CALIBRATION_FILE.write_text(toml_text(pairs, sigma, basis, command, shifted), encoding="utf-8")
+        CALIBRATION_FILE.write_text(toml_text(pairs, sigma, basis, command, shifted, weights), encoding="utf-8")
         print(f"wrote {CALIBRATION_FILE.relative_to(ROOT)}")
     return 0
 

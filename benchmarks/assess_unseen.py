@@ -357,47 +357,73 @@ def traced_all(names: list[str], bf16: bool) -> dict:
     return {(n, d): traced(n, d) for n in names for d in dtypes}
 
 
-def evaluate(out: Path, names: list[str], bf16: bool, works: dict, model_sigma: float | None = None) -> list[dict]:
+def evaluate(out: Path, names: list[str], bf16: bool, works: dict, model_sigma: float | None = None,
+             reference: str | None = None) -> list[dict]:
     """Predicted against measured for every pair and model; `model_sigma` as predict takes it (None: the
-    calibrated model error drawn into the interval; 0: the rates' noise alone)."""
+    calibrated model error drawn into the interval; 0: the rates' noise alone); `reference`: a model measured
+    beside them (in `works` too), whose own error on each pair corrects theirs by the calibrated weight."""
     from gapbench.assess.rates import platform_rates
     from gapbench.assess.speed import predict
 
     rows = []
     for plabel, a, b in pairs(bf16):
         ra, rb = platform_rates(side(out, *a)), platform_rates(side(out, *b))
+        ref, ref_note = reference_error(reference, works, ra, rb, a[1], b[1]) if reference else (None, "")
         for n in names:
-            pred, missing = predict([(works[(n, a[1])], ra), (works[(n, b[1])], rb)], model_sigma=model_sigma)
+            pred, missing = predict([(works[(n, a[1])], ra), (works[(n, b[1])], rb)], model_sigma=model_sigma,
+                                    reference=ref)
             row = {"pair": plabel, "model": n, "split": assess_models.models()[n]["split"],
                    "calls": works[(n, a[1])].calls}
+            if reference:
+                row["reference"] = {"model": reference, "error": round(ref.error, 5) if ref else None,
+                                    "weight": pred.reference_weight if pred else 0.0,
+                                    "note": ref_note or (pred.reference_basis if pred else "")}
             measured_rows = [_row(ra, n, a[1]), _row(rb, n, b[1])]
             subnormal = _subnormal(*measured_rows)
             if pred is None or pred.measured is None or subnormal:
                 row["skipped"] = subnormal or ("; ".join(missing) if pred is None else pred.measured_note)
                 rows.append(row)
                 continue
-            m = pred.measured
-            mi = [m.measured_gap.lo, m.measured_gap.hi] if m.measured_gap.lo is not None else None
-            row.update({
-                "predicted_gap_pct": round(pred.gap_pct, 2),
-                "predicted_interval_pct": [round(pred.lo, 2), round(pred.hi, 2)],
-                "measured_gap_pct": round(m.measured_gap.pct, 2),
-                "measured_interval_pct": [round(x, 2) for x in mi] if mi else None,
-                "error_pp": round(m.error_pp, 2),
-                "kind": pred.kind, "shift": pred.shift,
-                "predicted_in_measured_interval": bool(mi and mi[0] <= pred.gap_pct <= mi[1]),
-                "measured_in_predicted_interval": bool(pred.lo <= m.measured_gap.pct <= pred.hi),
-                "predicted_step_ms": [round(x * 1e3, 2) for x in m.predicted_s],
-                "measured_step_ms": [round(x * 1e3, 2) for x in m.measured_s],
-                "step_error_pct": [round(x, 1) for x in m.step_error_pct],
-                "classes_ms": {p.platform: {c.cls: round(c.seconds * 1e3, 2) for c in p.classes}
-                               for p in (pred.source, pred.target)},
-                # rates the prediction read that the host watch flagged (measured while others used the CPUs)
-                "flagged_rates": [len(pred.source.flagged), len(pred.target.flagged)],
-                "measured_rows_flagged": [bool(r.flagged) for r in measured_rows],
-            })
-            rows.append(row)
+            rows.append(row | scored(pred, measured_rows))
     return rows
+
+
+def reference_error(name: str, works: dict, ra, rb, dtype_a: str, dtype_b: str):
+    """(Reference, "") of the reference model on this pair: its log error predicted as the model prices it (no
+    shift, no reference of its own) against its measured gap; (None, why) where it has none."""
+    from gapbench.assess.calibration import log_error
+    from gapbench.assess.speed import Reference, predict
+
+    pred, missing = predict([(works[(name, dtype_a)], ra), (works[(name, dtype_b)], rb)], model_sigma=0.0)
+    subnormal = _subnormal(_row(ra, name, dtype_a), _row(rb, name, dtype_b))
+    if pred is None or pred.measured is None or subnormal:
+        why = subnormal or ("; ".join(missing) if pred is None else pred.measured_note)
+        return None, f"the reference {name} has no error on this pair: {why}"
+    return Reference(name, log_error(pred.gap_pct, pred.measured.measured_gap.pct)), ""
+
+
+def scored(pred, measured_rows) -> dict:
+    """A scored pair's fields: the predicted and measured gaps with their intervals, the error, the steps."""
+    m = pred.measured
+    mi = [m.measured_gap.lo, m.measured_gap.hi] if m.measured_gap.lo is not None else None
+    return {
+        "predicted_gap_pct": round(pred.gap_pct, 2),
+        "predicted_interval_pct": [round(pred.lo, 2), round(pred.hi, 2)],
+        "measured_gap_pct": round(m.measured_gap.pct, 2),
+        "measured_interval_pct": [round(x, 2) for x in mi] if mi else None,
+        "error_pp": round(m.error_pp, 2),
+        "kind": pred.kind, "shift": pred.shift,
+        "predicted_in_measured_interval": bool(mi and mi[0] <= pred.gap_pct <= mi[1]),
+        "measured_in_predicted_interval": bool(pred.lo <= m.measured_gap.pct <= pred.hi),
+        "predicted_step_ms": [round(x * 1e3, 2) for x in m.predicted_s],
+        "measured_step_ms": [round(x * 1e3, 2) for x in m.measured_s],
+        "step_error_pct": [round(x, 1) for x in m.step_error_pct],
+        "classes_ms": {p.platform: {c.cls: round(c.seconds * 1e3, 2) for c in p.classes}
+                       for p in (pred.source, pred.target)},
+        # rates the prediction read that the host watch flagged (measured while others used the CPUs)
+        "flagged_rates": [len(pred.source.flagged), len(pred.target.flagged)],
+        "measured_rows_flagged": [bool(r.flagged) for r in measured_rows],
+    }
 
 
 def _subnormal(*ms) -> str:
@@ -463,6 +489,12 @@ def markdown(rows: list[dict], summ: dict, log: list[dict], command: str, loads:
     if shifted:
         lines += ["", "Calibrated shifts taken off the predicted gaps (the median of the model's log errors over development "
                       "sessions of the kind): " + "; ".join(f"{k}: {v:+.4f}" for k, v in shifted.items()) + "."]
+    refs = {r["pair"]: r["reference"] for r in rows if r.get("reference")}
+    if refs:
+        lines += ["", "Reference, measured beside the models in the same runs (its own log error on the pair × the "
+                      "calibrated weight of the pair's kind, taken off each prediction's log gap): " + "; ".join(
+                          f"{p}: {v['model']} " + (f"{v['error']:+.4f} × {v['weight']:.2f}" if v["error"] is not None
+                                                   else v["note"]) for p, v in refs.items()) + "."]
     if flags:
         lines += ["", "Host watch (source / target; a flagged measurement ran while other processes used the "
                       "CPUs): " + "; ".join(flags) + "."]
@@ -522,11 +554,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.measure_only:
         print(f"measured into {out}; nothing predicted or scored", file=sys.stderr)
         return 0
-    rows = evaluate(out, names, args.bf16, works)
+    rows = evaluate(out, names, args.bf16, works, reference=args.reference)
     loads.append(f"end: {uptime()}")
     summ = summary(rows)
     left_out = {f"{t}t/{f}": why for t in (1, 2) for f, why in foreign_files(out, t).items()}
-    data = {"command": command, "split": split, "models": names, "summary": summ, "pairs": rows, "runs": log,
+    data = {"command": command, "split": split, "models": names, "reference": args.reference, "summary": summ, "pairs": rows, "runs": log,
             "load": loads, "left_out": left_out}
     Path(f"{out}-accuracy.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     md = markdown(rows, summ, log, command, loads, left_out)

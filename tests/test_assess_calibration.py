@@ -8,7 +8,7 @@ import math
 
 import pytest
 from benchmarks import assess_models
-from tests.test_assess_speed import rates_file, step_work
+from tests.test_assess_speed import _m, rates_file, step_work
 
 from gapbench import results
 from gapbench.assess import calibration
@@ -17,18 +17,23 @@ from gapbench.assess.calibration import (
     Pair,
     Shift,
     calibrate,
+    checked_weights,
     covered,
+    fitted_weights,
     leanings,
+    left_out_check,
     log_error,
     needed,
     pair_kind,
+    reference_weights,
     shifts,
     sigma_of_interval,
     sign_test,
     unshifted,
 )
 from gapbench.assess.rates import platform_rates
-from gapbench.assess.speed import predict, side_kind
+from gapbench.assess.speed import Reference, predict, reference_of, side_kind
+from gapbench.assess.work import Work
 from gapbench.report.assess import _method_text
 
 
@@ -63,6 +68,7 @@ def test_the_shipped_calibration_follows_from_its_pairs_of_development_models():
     cal = calibration.load()
     assert cal.level == 0.95 and cal.device_classes == ("cpu",) and len(cal.pairs) >= 20
     assert cal.shifts == shifts(cal.pairs) and all(p.kind for p in cal.pairs)
+    assert cal.weights == reference_weights(cal.pairs) and cal.weights  # the weights follow from the pairs too
     left = unshifted(cal.pairs, cal.shifts)
     assert cal.sigma == pytest.approx(calibrate(left, cal.level), abs=1e-4)
     assert covered(left, cal.sigma, cal.level) >= math.ceil(0.95 * (len(cal.pairs) + 1))
@@ -134,3 +140,109 @@ def test_a_prediction_of_a_shifted_kind_takes_the_shift_off_its_gap_and_its_chec
     # the rates' noise alone (model σ given): the model as it prices, no shift
     raw, _ = predict(sides, model_sigma=0.0)
     assert raw.shift == 0.0 and raw.gap_pct == plain.gap_pct
+
+
+def test_a_reference_weight_is_the_regression_of_a_pairs_error_on_its_sessions_other_pairs():
+    a, b, c = "kind a", "kind b", "kind c"
+    # three sessions of kind a, each its couples' mean product over its mean square: (.02 + .03 + .02) / .1
+    alike = [Pair(f"a{s}{i}", e, 0.05, a, f"s{s}") for s, es in enumerate(((0.1, 0.2), (0.3, 0.1), (-0.1, -0.2)))
+             for i, e in enumerate(es)]
+    # kind b: each session's pairs miss in opposite ways: the regression is negative, clipped to no correction
+    apart = [Pair(f"b{s}{i}", e, 0.05, b, f"s{s}") for s, es in enumerate(((0.1, -0.1), (0.2, -0.15), (-0.1, 0.05)))
+             for i, e in enumerate(es)]
+    # kind c: two sessions of two pairs and one of one pair — fewer than three sessions to fit a weight on
+    few = [Pair(f"c{i}", 0.1, 0.05, c, f"s{i % 3}") for i in range(5)]
+    unkeyed = [Pair("no session", 0.1, 0.05, a), Pair("no kind", 0.1, 0.05, "", "s0")]
+    found = {w.kind: w for w in fitted_weights(alike + apart + few + unkeyed)}
+    assert set(found) == {a, b}
+    assert found[a].weight == pytest.approx(0.7) and (found[a].couples, found[a].sessions) == (6, 3)
+    assert found[b].weight == 0.0
+    assert "fitted on 6 couples of development pairs of this kind measured in one session (3 sessions)" in \
+        found[a].basis()
+    # each session counts once: four pairs that miss two ways (mean product −.16 / 12, mean square .04) against two
+    # sessions of two alike (.01 and .01 each) — couple by couple the four's twelve couples would outweigh the two's
+    once = [Pair(f"e{s}{i}", e, 0.05, a, f"s{s}") for s, es in enumerate(((0.2, -0.2, 0.2, -0.2), (0.1, 0.1),
+                                                                           (0.1, 0.1))) for i, e in enumerate(es)]
+    (w,) = fitted_weights(once)
+    assert w.weight == pytest.approx((0.02 - 0.16 / 12) / 0.06, abs=1e-4) and w.couples == 16
+    # pairs that miss exactly alike within each session: the reference's error is all of theirs
+    same = [Pair(f"d{s}{i}", e, 0.05, a, f"s{s}") for s, e in enumerate((0.1, -0.2, 0.05)) for i in range(3)]
+    assert fitted_weights(same)[0].weight == 1.0
+
+
+def test_a_reference_weight_is_kept_only_where_it_holds_on_sessions_it_was_not_fitted_on():
+    shared, one_off = "kind shared", "kind one-off"
+    # four sessions whose pairs miss alike: each left out, the other three fit a weight near 1 and it narrows them
+    alike = [Pair(f"a{s}{i}", e, 0.05, shared, f"s{s}") for s, es in enumerate(((0.1, 0.12), (-0.1, -0.08),
+                                                                                 (0.2, 0.18), (0.05, 0.07)))
+             for i, e in enumerate(es)]
+    # three sessions alike and one whose pairs miss apart: fitted on all four w = (.01·3 − .09) / .12 < 0, nothing;
+    # the fourth left out, the three fit 1 and correct its +.3 by its −.3 into +.6: worse, so no weight is kept
+    mixed = [Pair(f"b{s}{i}", e, 0.05, one_off, f"s{s}") for s, es in enumerate(((0.1, 0.1), (0.1, 0.1), (0.1, 0.1),
+                                                                                  (0.3, -0.3)))
+             for i, e in enumerate(es)]
+    kept, dropped = checked_weights(alike + mixed)
+    assert [w.kind for w in kept] == [shared] and [w.kind for w in dropped] == [one_off]
+    n, without, with_ = left_out_check(alike, shared)
+    assert n == 8 and with_ < without / 3 and (kept[0].checked, kept[0].without, kept[0].with_) == (n, without, with_)
+    n, without, with_ = left_out_check(mixed, one_off)
+    assert n == 8 and with_ > without
+    assert reference_weights(alike + mixed) == kept
+    assert "the mean |error| of 8 pairs" in kept[0].basis()
+
+
+def test_a_reference_takes_its_weighted_error_off_the_gap_in_place_of_the_kinds_shift(tmp_path, monkeypatch):
+    a = platform_rates(results.load(rates_file(tmp_path / "a.json", gemm_tflops=0.001, per_op_us=10)))
+    b = platform_rates(results.load(rates_file(tmp_path / "b.json", gemm_tflops=0.002, per_op_us=5)))
+    sides = [(step_work(), a), (step_work(), b)]
+    plain, _ = predict(sides)
+    ref = Reference("bert", 0.2)
+    shipped = calibration.default()
+    kind = side_kind(sides)
+
+    def with_(*, shift=(), weights=()):
+        monkeypatch.setattr(calibration, "default", lambda: Calibration(shipped.sigma, shipped.level, shipped.pairs,
+                                                                        shipped.basis, shipped.device_classes, shift,
+                                                                        weights))
+    # no weight for the kind: the reference is said, and changes nothing
+    with_()
+    unweighted, _ = predict(sides, reference=ref)
+    assert unweighted.gap_pct == plain.gap_pct and unweighted.reference_weight == 0.0
+    assert "no weight is calibrated" in unweighted.reference_basis and "no weight is calibrated" in \
+        _method_text(unweighted)
+    # a weight of 0.5 and a shift of the kind: half the reference's error comes off, the shift does not
+    with_(shift=(Shift(kind, 0.3, 8, 8, 8, 0.0078),), weights=(calibration.Weight(kind, 0.5, 30, 9),))
+    moved, _ = predict(sides, reference=ref)
+    assert moved.shift == 0.0 and moved.reference_weight == 0.5 and moved.reference == ref
+    assert 1 + moved.gap_pct / 100 == pytest.approx((1 + plain.gap_pct / 100) * math.exp(-0.1), rel=1e-9)
+    assert 1 + moved.hi / 100 == pytest.approx((1 + plain.hi / 100) * math.exp(-0.1), rel=1e-9)
+    assert "bert, measured on both sides in the same session, missed its own gap by +0.200" in _method_text(moved)
+    assert "0.50 of that is taken off this prediction, a factor of 0.905 on the ratio" in _method_text(moved)
+    shifted, _ = predict(sides)  # without a reference the kind's shift applies
+    assert shifted.shift == 0.3
+    # the model's σ given: the model as it prices, neither shift nor reference
+    raw, _ = predict(sides, model_sigma=0.0, reference=ref)
+    assert raw.gap_pct == plain.gap_pct and raw.reference_weight == 0.0 and "was given" in raw.reference_basis
+
+
+def test_a_references_error_is_its_own_prediction_against_its_measured_rows(tmp_path):
+    def row(seconds: float) -> object:
+        return _m("llm-train", {"model": "x", "dtype": "fp32"}, 1 / seconds, "steps/s",
+                  metrics={"category": "model", "time_per_iter_s": seconds})
+
+    a = platform_rates(results.load(rates_file(tmp_path / "a.json", gemm_tflops=0.001, per_op_us=10,
+                                               extra=[row(0.010)])))
+    b = platform_rates(results.load(rates_file(tmp_path / "b.json", gemm_tflops=0.002, per_op_us=5,
+                                               extra=[row(0.004)])))
+    ref_work = Work("llm-train:x", step_work().items, variant={"model": "x", "dtype": "fp32"})
+    ref = reference_of("llm-train:x", ref_work, [(step_work(), a), (step_work(), b)])
+    raw, _ = predict([(ref_work, a), (ref_work, b)], model_sigma=0.0)
+    assert ref.name == "llm-train:x" and ref.error == pytest.approx(log_error(raw.gap_pct, raw.measured.measured_gap.pct))
+    assert ref.error == pytest.approx(math.log((1 + raw.gap_pct / 100) / 2.5), rel=1e-3)  # measured: 2.5× faster
+    # a reference neither file measured: no error, and the prediction it is given to says why it was not applied
+    other = Work("llm-train:y", step_work().items, variant={"model": "y", "dtype": "fp32"})
+    missing = reference_of("llm-train:y", other, [(step_work(), a), (step_work(), b)])
+    assert missing.error is None and "has no measured gap here" in missing.note
+    p, _ = predict([(step_work(), a), (step_work(), b)], reference=missing)
+    assert p.reference_weight == 0.0 and "not applied: the reference llm-train:y has no measured gap" in \
+        _method_text(p)

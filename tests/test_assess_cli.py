@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 from pathlib import Path
 
@@ -49,6 +50,12 @@ def test_verdict_first_and_fail_on_blocker(tmp_path):
     (["assess", str(REPO), "--target", "rocm", "--coverage", str(COVERAGE)], "needs a step"),
     (["assess", str(REPO), "--target", "rocm", "--dtype", "bf16"], "--dtype is the precision a --like workload"),
     (["assess", str(REPO), "--target", "rocm", "--like", "llm-train:tiny", "--dtype", "fp8"], "dtype 'fp8'"),
+    (["assess", str(REPO), "--target", "rocm", "--like", "llm-train:tiny", "--reference", "no-such:tiny"],
+     "--reference 'no-such:tiny': unknown workload 'no-such'"),
+    (["assess", str(REPO), "--target", "rocm", "--like", "llm-train:tiny", "--reference", "bert-finetune:huge"],
+     "--reference 'bert-finetune:huge': workload bert-finetune has no preset 'huge'"),
+    (["assess", str(REPO), "--target", "rocm", "--like", "llm-train:tiny", "--reference", "bert-finetune:tiny"],
+     "--reference corrects a predicted speed: give the step"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, words):
     p = gapbench(*args, timeout=180)
@@ -130,3 +137,36 @@ def test_like_with_results_and_coverage_gives_the_whole_verdict(tmp_path):
     # what the traced code printed went to stderr, before the verdict line and the file written
     assert p.stderr.splitlines()[0] == "building the model" and p.stderr.splitlines()[1].startswith("moving ")
     assert f"wrote {out}" in p.stderr
+
+
+@pytest.mark.slow
+def test_a_reference_both_files_measured_corrects_the_speed_by_its_kinds_weight(tmp_path):
+    """One thread against two on this project's EPYC (one session's folder, rates and model rows merged per side
+    as the accuracy benchmark merges them): llm-train:tiny, measured on both sides, is the reference of
+    bert-finetune:tiny's prediction."""
+    import sys
+
+    from gapbench.assess import calibration
+
+    sys.path.insert(0, str(TESTS.parent))
+    from benchmarks import assess_accuracy
+
+    folder = TESTS.parent / "results" / "cpu-epyc-2core-assess-accuracy"
+    files = []
+    for t in (1, 2):
+        rs = assess_accuracy.side(folder, t, "fp32")
+        rs.path = None
+        files.append(tmp_path / f"{t}t.json")
+        results.save(rs, files[-1])
+    args = ["assess", REPO, "--target", "cpu", "--like", "bert-finetune:tiny", "--results", files[0], "--results",
+            files[1], "-f", "json"]
+    plain = json.loads(gapbench(*args, timeout=300).stdout)["speed"]
+    p = gapbench(*args, "--reference", "llm-train:tiny", timeout=300)
+    assert p.returncode == 0, p.stderr
+    speed = json.loads(p.stdout)["speed"]
+    weight = calibration.default().weight_of(speed["kind"]).weight
+    ref = speed["reference"]
+    assert ref["name"] == "llm-train:tiny" and ref["error"] is not None and speed["reference_weight"] == weight > 0
+    # in place of the kind's shift, where it has one
+    assert speed["shift"] == 0.0 and 1 + speed["gap_pct"] / 100 == pytest.approx(
+        (1 + plain["gap_pct"] / 100) * math.exp(plain["shift"] - weight * ref["error"]), rel=1e-6)

@@ -222,3 +222,22 @@ def test_a_reference_unknown_held_aside_or_scored_is_refused_before_anything_is_
     assert assess_unseen.main(["--models", dev[1], "--reference", dev[0], "--out", str(tmp_path / "o"),
                                "--measure-only"]) == 0
     assert measured[0] == [dev[1], dev[0]] and measured[1][1] == [dev[1], dev[0]]
+
+
+def test_a_reference_measured_beside_the_models_corrects_each_pair_by_its_error_and_the_kinds_weight():
+    from gapbench.assess import calibration
+    from gapbench.assess.calibration import log_error
+
+    out = ROOT / "results" / "cpu-epyc-2core-assess-r19-held-aside"  # electra, qwen2 and phi in one session
+    works = assess_unseen.traced_all(["electra", "phi"], False)
+    raw = {r["model"]: r for r in assess_unseen.evaluate(out, ["electra", "phi"], False, works, model_sigma=0.0)}
+    e_ref = log_error(raw["electra"]["predicted_gap_pct"], raw["electra"]["measured_gap_pct"])
+    (row,) = assess_unseen.evaluate(out, ["phi"], False, works, reference="electra")
+    weight = calibration.default().weight_of(row["kind"]).weight
+    assert row["reference"]["model"] == "electra" and row["reference"]["error"] == pytest.approx(e_ref, abs=1e-3)
+    assert row["reference"]["weight"] == weight > 0
+    assert 1 + row["predicted_gap_pct"] / 100 == pytest.approx(
+        (1 + raw["phi"]["predicted_gap_pct"] / 100) * math.exp(-weight * row["reference"]["error"]), abs=1e-3)
+    assert row["measured_gap_pct"] == raw["phi"]["measured_gap_pct"]  # the yardstick does not move
+    md = assess_unseen.markdown([row], assess_unseen.summary([row]), [], "python …", [])
+    assert f"1 vs 2 threads, fp32: electra {row['reference']['error']:+.4f} × {weight:.2f}" in md

@@ -119,8 +119,19 @@ def _operators(trace, how: str, coverage: str | None, index: dict | None) -> Ope
     return part
 
 
+def _reference(spec: str, sets: list[ResultSet], fake: bool, history: HistoryChoice):
+    """The reference workload traced at its measured row's dtype, and its error on the two results files."""
+    from gapbench.assess.rates import platform_rates
+    from gapbench.assess.speed import reference_of
+    from gapbench.assess.step import trace_like
+
+    with contextlib.redirect_stdout(sys.stderr):
+        _, ref_work = trace_like(spec, {"dtype": default_dtype(spec, sets)}, fake=fake)
+    return reference_of(spec, ref_work, [(ref_work, platform_rates(s)) for s in sets], history)
+
+
 def _speed(work: Work | None, sets: list[ResultSet], draws: int, seed: int,
-           history: HistoryChoice = True) -> tuple[SpeedPrediction | None, list]:
+           history: HistoryChoice = True, reference=None) -> tuple[SpeedPrediction | None, list]:
     from gapbench.assess.rates import platform_rates
 
     if work is None:
@@ -129,12 +140,13 @@ def _speed(work: Work | None, sets: list[ResultSet], draws: int, seed: int,
         return None, ["no rates: give --results SOURCE.json --results TARGET.json (gapbench run --suite assess on "
                       "each stack)"]
     return predict([(work, platform_rates(sets[0])), (work, platform_rates(sets[1]))], draws=draws, seed=seed,
-                   history=history)
+                   history=history, reference=reference)
 
 
 def checked_inputs(path: str | os.PathLike, target: str, *, entry: str | None = None, like: str | None = None,
                    dtype: str | None = None, coverage: str | None = None, results: Iterable = (),
-                   rules: Iterable[str] = ()) -> tuple[Stack, str, list[ResultSet], ResultSet | None]:
+                   rules: Iterable[str] = (),
+                   reference: str | None = None) -> tuple[Stack, str, list[ResultSet], ResultSet | None]:
     """Every argument of `assess` checked before any scan or trace — the target, the path, --entry or --like and
     its --dtype, the files (they exist and read) — so that a bad command line is one line at once, not after
     minutes of tracing. Returns the stack, the path, the results sets and the coverage file's set."""
@@ -148,31 +160,37 @@ def checked_inputs(path: str | os.PathLike, target: str, *, entry: str | None = 
         raise GapbenchError("--dtype is the precision a --like workload is traced at; your --entry sets its own")
     if like:
         _check_like(like, dtype)
+    if reference:
+        _check_like(reference, None, "--reference")
     for r in rules:
         _check_readable(r, "--rules")
     sets = _load_results(list(results))
     cov_set = _check_coverage(coverage) if coverage else None
     if coverage and not (entry or like):
         raise GapbenchError("--coverage needs a step to check: give --entry MODULE:FUNCTION or --like WORKLOAD:PRESET")
+    if reference and (len(sets) != 2 or not (entry or like)):
+        raise GapbenchError("--reference corrects a predicted speed: give the step (--entry or --like) and both "
+                            "results files (--results SOURCE.json --results TARGET.json)")
     return st, root, sets, cov_set
 
 
-def _check_like(like: str, dtype: str | None) -> None:
-    """--like names a built-in workload that can be traced, with one of its presets; --dtype one it measures."""
+def _check_like(like: str, dtype: str | None, flag: str = "--like") -> None:
+    """--like (or `flag`) names a built-in workload that can be traced, with one of its presets; --dtype one it
+    measures."""
     from gapbench import workloads
     from gapbench.devices.dtypes import DTYPE_NAMES, normalize
 
     name, colon, preset = str(like).partition(":")
     if not name or (colon and not preset):
-        raise GapbenchError(f"--like {like!r}: expected WORKLOAD:PRESET, e.g. llm-train:tiny")
+        raise GapbenchError(f"{flag} {like!r}: expected WORKLOAD:PRESET, e.g. llm-train:tiny")
     try:
         w = workloads.get(name)
     except GapbenchError as e:
-        raise GapbenchError(f"--like {like!r}: {e}") from None
+        raise GapbenchError(f"{flag} {like!r}: {e}") from None
     if preset and preset not in w.presets:
-        raise GapbenchError(f"--like {like!r}: workload {name} has no preset {preset!r}; presets: {', '.join(w.presets)}")
+        raise GapbenchError(f"{flag} {like!r}: workload {name} has no preset {preset!r}; presets: {', '.join(w.presets)}")
     if not callable(getattr(w, "build_iteration", None)) and not callable(getattr(w, "build_step", None)):
-        raise GapbenchError(f"--like {like!r}: workload {name} cannot be traced (it builds no step)")
+        raise GapbenchError(f"{flag} {like!r}: workload {name} cannot be traced (it builds no step)")
     if dtype is not None:
         known = tuple(getattr(w, "dtypes", None) or DTYPE_NAMES)
         if normalize(dtype) not in known:
@@ -190,7 +208,7 @@ def assess(path: str | os.PathLike, target: str, *, entry: str | None = None, li
            dtype: str | None = None, coverage: str | None = None, results: Iterable = (),
            rules: Iterable[str] = (), index: dict | None = None, fake: bool = True, draws: int = DRAWS,
            seed: int = SEED, allow_flagged: bool = False, history: HistoryChoice = True,
-           on_ready: Callable[[], None] | None = None) -> Assessment:
+           on_ready: Callable[[], None] | None = None, reference: str | None = None) -> Assessment:
     """Assess moving the codebase at `path` to `target` (rocm, npu, xpu, mps, cpu).
 
     entry: 'module:function' in the user's code returning (model, example_inputs) or a step function — importing
@@ -202,10 +220,12 @@ def assess(path: str | os.PathLike, target: str, *, entry: str | None = None, li
     the target that ran on another stack is named in `mismatches` (the report leads with it). history: the history
     database whose run-to-run spreads judge the measured check's single runs (True: the default; False: none).
     on_ready: called once every argument is checked, before the scan and the tracing (a verb says there what the
-    wait is for).
+    wait is for). reference: a built-in workload 'NAME:PRESET' that both results files measured, traced at its
+    measured row's dtype: its own error on the pair corrects the prediction by the calibrated weight of the pair's
+    kind (assess.calibration).
     """
     st, root, sets, cov_set = checked_inputs(path, target, entry=entry, like=like, dtype=dtype, coverage=coverage,
-                                             results=results, rules=rules)
+                                             results=results, rules=rules, reference=reference)
     if on_ready is not None:
         on_ready()
     code = code_part(root, st, rules)
@@ -219,7 +239,8 @@ def assess(path: str | os.PathLike, target: str, *, entry: str | None = None, li
             else:
                 trace, work = trace_like(like, {"dtype": dtype or default_dtype(like, sets)}, fake=fake)
     operators = _operators(trace, "entry" if entry else "like", coverage, index) if trace is not None else None
-    speed, missing = _speed(work, sets, draws, seed, history)
+    ref = _reference(reference, sets, fake, history) if reference and work is not None else None
+    speed, missing = _speed(work, sets, draws, seed, history, ref)
     return Assessment(path=root, stack=st, code=code, operators=operators, work=work, speed=speed,
                       speed_missing=missing, results=tuple(str(s.path or s.name) for s in sets),
                       mismatches=mismatches(st, sets, cov_set), allow_flagged=allow_flagged)

@@ -162,6 +162,16 @@ class MeasuredCheck:
 
 
 @dataclass(frozen=True)
+class Reference:
+    """Another model measured on both sides of the pair in the same session as the predicted one, and its own log
+    error there: ln((1 + its predicted gap) / (1 + its measured gap)), predicted without a shift or a reference."""
+
+    name: str
+    error: float | None  # None: the reference gives no error on this pair (`note` says why)
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class SpeedPrediction:
     source: SidePrediction
     target: SidePrediction
@@ -176,8 +186,11 @@ class SpeedPrediction:
     model_sigma: float = 0.0  # the model's own error drawn into the interval (log-gap standard deviation)
     model_basis: str = ""  # what that σ was calibrated on ('' when none was drawn)
     kind: str = ""  # the pair's kind as the calibration keys its shifts (calibration.pair_kind)
-    shift: float = 0.0  # the calibrated mean error of this kind, taken off the steps' log ratio (0: none)
+    shift: float = 0.0  # the calibrated median error of this kind, taken off the steps' log ratio (0: none)
     shift_basis: str = ""  # what that shift was measured on ('' when none applies)
+    reference: Reference | None = None  # the model whose error on the pair corrected this one's (None: none given)
+    reference_weight: float = 0.0  # the share of its error taken off the log gap (0: none, or no weight calibrated)
+    reference_basis: str = ""  # what the weight was fitted on, or why a given reference was not used
 
     @property
     def flagged(self) -> tuple[str, ...]:
@@ -437,6 +450,37 @@ def model_error(sides: list[tuple[Work, PlatformRates]], sigma: float | None,
     return cal.sigma, basis, cal.shift_of(kind)
 
 
+def reference_correction(kind: str, reference: Reference | None,
+                         sigma: float | None) -> tuple[float, str]:
+    """(weight, basis) of a reference's error on a prediction of `kind`: the shipped calibration's weight for the
+    kind, none where the model's σ is given (the model as it prices), where the kind has no weight, or where no
+    reference is given."""
+    if reference is None:
+        return 0.0, ""
+    if reference.error is None:
+        return 0.0, f"not applied: {reference.note}"
+    if sigma is not None:
+        return 0.0, "not applied: the model's own error was given, so the prediction is the model's as it prices"
+    cal = calibration.default()
+    weight = cal.weight_of(kind) if cal else None
+    if weight is None:
+        return 0.0, "not applied: no weight is calibrated for this kind of pair"
+    return weight.weight, weight.basis()
+
+
+def reference_of(name: str, ref_work: Work, sides: list[tuple[Work, PlatformRates]],
+                 history: HistoryChoice = True) -> Reference:
+    """The reference `name` (traced as `ref_work`) on the two sides' rates: its log error predicted as the model
+    prices it (no shift, no reference) against its measured rows; an error of None, with why, where either side
+    lacks a rate it needs or its measured row."""
+    pred, missing = predict([(ref_work, pr) for _, pr in sides], model_sigma=0.0, history=history)
+    if pred is None:
+        return Reference(name, None, f"the reference {name} cannot be predicted here ({'; '.join(missing)})")
+    if pred.measured is None:
+        return Reference(name, None, f"the reference {name} has no measured gap here ({pred.measured_note})")
+    return Reference(name, calibration.log_error(pred.gap_pct, pred.measured.measured_gap.pct))
+
+
 def side_kind(sides: list[tuple[Work, PlatformRates]]) -> str:
     """The pair's kind as the calibration keys its shifts (calibration.pair_kind)."""
     (w0, p0), (w1, p1) = sides
@@ -446,10 +490,13 @@ def side_kind(sides: list[tuple[Work, PlatformRates]]) -> str:
 
 def predict(sides: list[tuple[Work, PlatformRates]], draws: int = DRAWS, seed: int = SEED,
             level: float = LEVEL, history: HistoryChoice = True,
-            model_sigma: float | None = None) -> tuple[SpeedPrediction | None, list[str]]:
+            model_sigma: float | None = None,
+            reference: Reference | None = None) -> tuple[SpeedPrediction | None, list[str]]:
     """The step time on the source (sides[0]) and the target (sides[1]) and the expected gap with its interval;
     (None, what is missing) when a results file lacks a rate the trace needs. `model_sigma`: the model's own
-    error to draw into the interval (default: the calibrated one; 0: the rates' noise alone)."""
+    error to draw into the interval (default: the calibrated one; 0: the rates' noise alone). `reference`: another
+    model's error on the same two sides in the same session; the calibrated weight of the pair's kind takes that
+    share of it off the log gap, in place of the kind's shift."""
     table = _Table()
     platform_keys = list(dict.fromkeys(_platform_key(pr) for _, pr in sides))
     plans, missing = [], []
@@ -469,7 +516,11 @@ def predict(sides: list[tuple[Work, PlatformRates]], draws: int = DRAWS, seed: i
                                                                                                 strict=True)]
     kind = side_kind(sides)
     sigma, basis, shift = model_error(sides, model_sigma, kind)
-    shifted = math.exp(-shift.shift) if shift else 1.0
+    weight, weight_basis = reference_correction(kind, reference, model_sigma)
+    if weight:
+        shift = None  # the reference's error holds this session's lean, the kind's shift only its usual one
+    log_shift = shift.shift if shift else weight * reference.error if weight else 0.0
+    shifted = math.exp(-log_shift)
     own = np.exp(np.random.default_rng(seed + 1).standard_normal(draws) * sigma) if sigma > 0 else 1.0
     gaps = (totals[0] / totals[1] * own * shifted - 1) * 100
     q = [(1 - level) / 2 * 100, (1 + level) / 2 * 100]
@@ -487,7 +538,7 @@ def predict(sides: list[tuple[Work, PlatformRates]], draws: int = DRAWS, seed: i
     check, note = measured_check(sides, point, gap, history)
     return SpeedPrediction(side_preds[0], side_preds[1], gap, float(glo), float(ghi), level, draws, seed, check,
                            note, sigma, basis, kind, shift.shift if shift else 0.0,
-                           shift.basis() if shift else ""), []
+                           shift.basis() if shift else "", reference, weight, weight_basis), []
 
 
 def drawn_values(table: _Table, plans: list[_Plan], spreads: list[float], draws: int,

@@ -25,6 +25,9 @@ def add_arguments(p) -> None:
     p.add_argument("--dtype", metavar="DTYPE",
                    help="with --like: the precision to trace at (fp32, bf16, fp16; default: the source results "
                         "file's measured row of that workload, else fp32)")
+    p.add_argument("--reference", metavar="WORKLOAD:PRESET",
+                   help="a built-in workload both results files measured (e.g. bert-finetune:tiny): its own error on "
+                        "the pair corrects the prediction by the calibrated weight of the pair's kind")
     p.add_argument("--coverage", metavar="TARGET.json",
                    help="a gapbench coverage file measured on the target: each operator's status there")
     p.add_argument("--results", action="append", default=[], metavar="FILE",
@@ -53,7 +56,8 @@ def main(args) -> int:
     history = history_choice(args.db, args.no_history)
     a = assess(args.path, args.target, entry=args.entry, like=args.like, dtype=args.dtype, coverage=args.coverage,
                results=args.results, rules=args.rules, fake=not args.real, allow_flagged=args.allow_flagged,
-               history=history, on_ready=_announce_index if args.coverage else None)  # said once all is checked
+               history=history, on_ready=_announce_index if args.coverage else None,  # said once all is checked
+               reference=args.reference)
     _print(a, fmt, args)
     if args.fail_on and a.fails(args.fail_on):
         n = sum(a.code.counts.get(v, 0) for v in (("manual", "blocker") if args.fail_on == "manual" else ("blocker",)))

@@ -311,11 +311,25 @@ def _method_text(s) -> str:
                 "run-to-run spread")
     shifted = (f" The expected speed is the predicted steps' ratio less the model's calibrated median error on pairs "
                f"of this kind, a factor of {math.exp(-s.shift):.3f} on the ratio ({s.shift_basis})." if s.shift else "")
+    shifted += _reference_text(s)
     if s.model_sigma:
         return (how_text + f", and the model's own error (σ = {s.model_sigma:.3g} in log gap: {s.model_basis})."
                 + shifted)
     return how_text + ("; it covers the measurements' noise, not the model's own error (no calibration applies "
                        "here).") + shifted
+
+
+def _reference_text(s) -> str:
+    r = getattr(s, "reference", None)
+    if r is None:
+        return ""
+    if r.error is None:
+        return f" {s.reference_basis}."
+    said = f" {r.name}, measured on both sides in the same session, missed its own gap by {r.error:+.3f} in log gap"
+    if not s.reference_weight:
+        return said + f"; {s.reference_basis}."
+    return (said + f"; {s.reference_weight:.2f} of that is taken off this prediction, a factor of "
+            f"{math.exp(-s.reference_weight * r.error):.3f} on the ratio ({s.reference_basis}).")
 
 
 def _unknowns(a: Assessment) -> list[str]:
