@@ -389,17 +389,15 @@ def evaluate(out: Path, names: list[str], bf16: bool, works: dict, model_sigma: 
 
 
 def reference_error(name: str, works: dict, ra, rb, dtype_a: str, dtype_b: str):
-    """(Reference, "") of the reference model on this pair: its log error predicted as the model prices it (no
-    shift, no reference of its own) against its measured gap; (None, why) where it has none."""
-    from gapbench.assess.calibration import log_error
-    from gapbench.assess.speed import Reference, predict
+    """(Reference, "") of the reference model on this pair (speed.reference_of: its own error as the model prices
+    it); (None, why) where it has none, or where one of its steps ran on subnormal gradients."""
+    from gapbench.assess.speed import reference_of
 
-    pred, missing = predict([(works[(name, dtype_a)], ra), (works[(name, dtype_b)], rb)], model_sigma=0.0)
     subnormal = _subnormal(_row(ra, name, dtype_a), _row(rb, name, dtype_b))
-    if pred is None or pred.measured is None or subnormal:
-        why = subnormal or ("; ".join(missing) if pred is None else pred.measured_note)
-        return None, f"the reference {name} has no error on this pair: {why}"
-    return Reference(name, log_error(pred.gap_pct, pred.measured.measured_gap.pct)), ""
+    if subnormal:
+        return None, f"the reference {name} has no error on this pair: {subnormal}"
+    ref = reference_of(name, [(works[(name, dtype_a)], ra), (works[(name, dtype_b)], rb)])
+    return (ref, "") if ref.error is not None else (None, ref.note)
 
 
 def scored(pred, measured_rows) -> dict:
@@ -558,7 +556,8 @@ def main(argv: list[str] | None = None) -> int:
     loads.append(f"end: {uptime()}")
     summ = summary(rows)
     left_out = {f"{t}t/{f}": why for t in (1, 2) for f, why in foreign_files(out, t).items()}
-    data = {"command": command, "split": split, "models": names, "reference": args.reference, "summary": summ, "pairs": rows, "runs": log,
+    data = {"command": command, "split": split, "models": names, "reference": args.reference, "summary": summ,
+            "pairs": rows, "runs": log,
             "load": loads, "left_out": left_out}
     Path(f"{out}-accuracy.json").write_text(json.dumps(data, indent=1) + "\n", encoding="utf-8")
     md = markdown(rows, summ, log, command, loads, left_out)

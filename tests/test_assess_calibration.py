@@ -235,13 +235,14 @@ def test_a_references_error_is_its_own_prediction_against_its_measured_rows(tmp_
     b = platform_rates(results.load(rates_file(tmp_path / "b.json", gemm_tflops=0.002, per_op_us=5,
                                                extra=[row(0.004)])))
     ref_work = Work("llm-train:x", step_work().items, variant={"model": "x", "dtype": "fp32"})
-    ref = reference_of("llm-train:x", ref_work, [(step_work(), a), (step_work(), b)])
+    ref = reference_of("llm-train:x", [(ref_work, a), (ref_work, b)])
     raw, _ = predict([(ref_work, a), (ref_work, b)], model_sigma=0.0)
-    assert ref.name == "llm-train:x" and ref.error == pytest.approx(log_error(raw.gap_pct, raw.measured.measured_gap.pct))
+    assert ref.name == "llm-train:x"
+    assert ref.error == pytest.approx(log_error(raw.gap_pct, raw.measured.measured_gap.pct))
     assert ref.error == pytest.approx(math.log((1 + raw.gap_pct / 100) / 2.5), rel=1e-3)  # measured: 2.5× faster
     # a reference neither file measured: no error, and the prediction it is given to says why it was not applied
     other = Work("llm-train:y", step_work().items, variant={"model": "y", "dtype": "fp32"})
-    missing = reference_of("llm-train:y", other, [(step_work(), a), (step_work(), b)])
+    missing = reference_of("llm-train:y", [(other, a), (other, b)])
     assert missing.error is None and "has no measured gap here" in missing.note
     p, _ = predict([(step_work(), a), (step_work(), b)], reference=missing)
     assert p.reference_weight == 0.0 and "not applied: the reference llm-train:y has no measured gap" in \

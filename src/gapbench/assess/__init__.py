@@ -119,28 +119,24 @@ def _operators(trace, how: str, coverage: str | None, index: dict | None) -> Ope
     return part
 
 
-def _reference(spec: str, sets: list[ResultSet], fake: bool, history: HistoryChoice):
-    """The reference workload traced at its measured row's dtype, and its error on the two results files."""
+def _speed(work: Work | None, sets: list[ResultSet], draws: int, seed: int, history: HistoryChoice = True,
+           reference: str | None = None, fake: bool = True) -> tuple[SpeedPrediction | None, list]:
     from gapbench.assess.rates import platform_rates
     from gapbench.assess.speed import reference_of
     from gapbench.assess.step import trace_like
-
-    with contextlib.redirect_stdout(sys.stderr):
-        _, ref_work = trace_like(spec, {"dtype": default_dtype(spec, sets)}, fake=fake)
-    return reference_of(spec, ref_work, [(ref_work, platform_rates(s)) for s in sets], history)
-
-
-def _speed(work: Work | None, sets: list[ResultSet], draws: int, seed: int,
-           history: HistoryChoice = True, reference=None) -> tuple[SpeedPrediction | None, list]:
-    from gapbench.assess.rates import platform_rates
 
     if work is None:
         return None, ["no step traced: give --entry MODULE:FUNCTION or --like WORKLOAD:PRESET"]
     if not sets:
         return None, ["no rates: give --results SOURCE.json --results TARGET.json (gapbench run --suite assess on "
                       "each stack)"]
-    return predict([(work, platform_rates(sets[0])), (work, platform_rates(sets[1]))], draws=draws, seed=seed,
-                   history=history, reference=reference)
+    rates = [platform_rates(s) for s in sets]
+    ref = None
+    if reference:  # traced at its measured row's dtype; its error on these two files corrects the step's
+        with contextlib.redirect_stdout(sys.stderr):
+            _, ref_work = trace_like(reference, {"dtype": default_dtype(reference, sets)}, fake=fake)
+        ref = reference_of(reference, [(ref_work, r) for r in rates], history)
+    return predict([(work, rates[0]), (work, rates[1])], draws=draws, seed=seed, history=history, reference=ref)
 
 
 def checked_inputs(path: str | os.PathLike, target: str, *, entry: str | None = None, like: str | None = None,
@@ -188,7 +184,8 @@ def _check_like(like: str, dtype: str | None, flag: str = "--like") -> None:
     except GapbenchError as e:
         raise GapbenchError(f"{flag} {like!r}: {e}") from None
     if preset and preset not in w.presets:
-        raise GapbenchError(f"{flag} {like!r}: workload {name} has no preset {preset!r}; presets: {', '.join(w.presets)}")
+        raise GapbenchError(f"{flag} {like!r}: workload {name} has no preset {preset!r}; presets: "
+                            f"{', '.join(w.presets)}")
     if not callable(getattr(w, "build_iteration", None)) and not callable(getattr(w, "build_step", None)):
         raise GapbenchError(f"{flag} {like!r}: workload {name} cannot be traced (it builds no step)")
     if dtype is not None:
@@ -239,8 +236,7 @@ def assess(path: str | os.PathLike, target: str, *, entry: str | None = None, li
             else:
                 trace, work = trace_like(like, {"dtype": dtype or default_dtype(like, sets)}, fake=fake)
     operators = _operators(trace, "entry" if entry else "like", coverage, index) if trace is not None else None
-    ref = _reference(reference, sets, fake, history) if reference and work is not None else None
-    speed, missing = _speed(work, sets, draws, seed, history, ref)
+    speed, missing = _speed(work, sets, draws, seed, history, reference, fake)
     return Assessment(path=root, stack=st, code=code, operators=operators, work=work, speed=speed,
                       speed_missing=missing, results=tuple(str(s.path or s.name) for s in sets),
                       mismatches=mismatches(st, sets, cov_set), allow_flagged=allow_flagged)

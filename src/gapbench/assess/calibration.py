@@ -41,8 +41,9 @@ pairs would outweigh five sessions of three. A kind needs MIN_REFERENCE_SESSIONS
 have a weight, and keeps it only where it holds on sessions it was not fitted on: each session left out in turn, the
 weight fitted on the others corrects each of its pairs by each other pair of it, and the mean |error| of the kind's
 pairs must come out lower than without a reference (on the development pairs the Xeon's thread pairs, whose errors
-are the model's on each model more than the machine's, fit w = 0.53 and came out worse, 11.9% against 11.0%). σ stays as calibrated on the errors without a reference: where the
-reference narrows the error, the interval is wider than it needs to be, never narrower.
+are the model's on each model more than the machine's, fit w = 0.53 and came out worse, 11.9% against 11.0%). σ
+stays as calibrated on the errors without a reference: where the reference narrows the error, the interval is wider
+than it needs to be, never narrower.
 """
 
 from __future__ import annotations

@@ -468,12 +468,11 @@ def reference_correction(kind: str, reference: Reference | None,
     return weight.weight, weight.basis()
 
 
-def reference_of(name: str, ref_work: Work, sides: list[tuple[Work, PlatformRates]],
-                 history: HistoryChoice = True) -> Reference:
-    """The reference `name` (traced as `ref_work`) on the two sides' rates: its log error predicted as the model
-    prices it (no shift, no reference) against its measured rows; an error of None, with why, where either side
-    lacks a rate it needs or its measured row."""
-    pred, missing = predict([(ref_work, pr) for _, pr in sides], model_sigma=0.0, history=history)
+def reference_of(name: str, sides: list[tuple[Work, PlatformRates]], history: HistoryChoice = True) -> Reference:
+    """The reference `name` on the two sides (its own trace on each side's rates): its log error predicted as the
+    model prices it (no shift, no reference) against its measured rows; an error of None, with why, where either
+    side lacks a rate it needs or its measured row."""
+    pred, missing = predict(sides, model_sigma=0.0, history=history)
     if pred is None:
         return Reference(name, None, f"the reference {name} cannot be predicted here ({'; '.join(missing)})")
     if pred.measured is None:

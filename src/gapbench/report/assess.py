@@ -320,7 +320,7 @@ def _method_text(s) -> str:
 
 
 def _reference_text(s) -> str:
-    r = getattr(s, "reference", None)
+    r = s.reference
     if r is None:
         return ""
     if r.error is None:
